@@ -1,0 +1,66 @@
+"""Nightly batch inference over the support-ticket backlog.
+
+plan -> infer_shard (mapped, pool `gpu`) -> load_results -> has_retries -> retry_failed -> finish_run
+
+Each night at 02:00 UTC the run for logical date D processes tickets created or updated in
+[D 02:00, D+1 02:00) UTC. Every ticket ends succeeded, failed (typed) or skipped (with a reason);
+finish_run fails the run when that accounting does not add up or too many tickets failed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import CronDataIntervalTimetable, TriggerRule, dag, task
+
+from inference_airflow import tasks as steps
+
+
+@dag(
+    dag_id="ticket_batch_inference",
+    schedule=CronDataIntervalTimetable("0 2 * * *", timezone="UTC"),
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=4,
+    default_args={
+        "retries": 2,
+        "retry_delay": dt.timedelta(minutes=1),
+        "retry_exponential_backoff": 2.0,
+    },
+    tags=["inference", "tickets"],
+    doc_md=__doc__,
+)
+def ticket_batch_inference():
+    @task
+    def plan(**context) -> list[dict]:
+        return steps.plan(context)
+
+    @task(pool="gpu")
+    def infer_shard(shard: dict, **context) -> dict:
+        return steps.infer(shard, context)
+
+    @task(trigger_rule=TriggerRule.ALL_DONE)  # load whatever shards staged, even if one shard failed
+    def load_results(**context) -> dict:
+        return steps.load(context)
+
+    @task.branch
+    def has_retries(**context) -> list[str]:
+        return steps.choose_branch(context)
+
+    @task
+    def retry_failed(**context) -> dict:
+        return steps.retry(context)
+
+    @task(trigger_rule=TriggerRule.ALL_DONE)  # always reconcile, so a broken run fails loudly
+    def finish_run(**context) -> dict:
+        return steps.finish(context)
+
+    shards = plan()
+    loaded = load_results()
+    shards >> infer_shard.expand(shard=shards) >> loaded
+    retry, finish = retry_failed(), finish_run()
+    loaded >> has_retries() >> [retry, finish]
+    retry >> finish
+
+
+ticket_batch_inference()

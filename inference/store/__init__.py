@@ -1,0 +1,1 @@
+"""SQLAlchemy 2 storage: schema, source reads, the results upsert and run bookkeeping."""

@@ -1,0 +1,69 @@
+"""What each DAG task does, given its Airflow context. Returns only IDs and counts (XCom-safe).
+
+Imports of the `inference` library happen inside the functions: the DAG file imports this module
+at parse time, which must stay cheap.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+RETRY_TASK, FINISH_TASK = "retry_failed", "finish_run"
+
+
+def settings():
+    from inference.config import settings_from_env
+    from inference_airflow.connection import tickets_db_url
+
+    return settings_from_env(db_url=tickets_db_url())
+
+
+def window(context: dict[str, Any]):
+    """The run's data interval; manual runs without one get the last complete nightly window."""
+    from inference.window import last_complete_window, make_window
+
+    start, end = context.get("data_interval_start"), context.get("data_interval_end")
+    if start is not None and end is not None and end > start:
+        return make_window(start, end)
+    dag_run = context.get("dag_run")
+    now = getattr(dag_run, "run_after", None) or dt.datetime.now(dt.UTC)
+    return last_complete_window(now)
+
+
+def plan(context: dict[str, Any]) -> list[dict]:
+    from inference.pipeline import plan_run
+
+    return plan_run(settings(), context["run_id"], window(context))
+
+
+def infer(shard: dict, context: dict[str, Any]) -> dict:
+    from inference.pipeline import infer_shard
+
+    if shard.get("run_id") != context["run_id"] or not isinstance(shard.get("shard"), int):
+        raise ValueError(f"shard descriptor does not belong to run {context['run_id']}: {shard!r}")
+    return infer_shard(settings(), context["run_id"], shard["shard"])
+
+
+def load(context: dict[str, Any]) -> dict:
+    from inference.pipeline import load_results
+
+    return load_results(settings(), context["run_id"])
+
+
+def choose_branch(context: dict[str, Any]) -> list[str]:
+    from inference.pipeline import pending_retries
+
+    return [RETRY_TASK, FINISH_TASK] if pending_retries(settings(), context["run_id"]) else [FINISH_TASK]
+
+
+def retry(context: dict[str, Any]) -> dict:
+    from inference.pipeline import retry_failed
+
+    return retry_failed(settings(), context["run_id"])
+
+
+def finish(context: dict[str, Any]) -> dict:
+    from inference.pipeline import finish_run
+
+    return finish_run(settings(), context["run_id"])
