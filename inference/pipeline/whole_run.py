@@ -9,6 +9,7 @@ from inference.pipeline.finish_step import finish_run
 from inference.pipeline.infer_step import infer_shard, retry_failed
 from inference.pipeline.load_step import load_results
 from inference.pipeline.plan_step import plan_run
+from inference.pipeline.compute import Model
 from inference.pipeline.runtime import RunOptions, Runtime
 from inference.store import runs
 from inference.window import Window
@@ -20,9 +21,13 @@ def pending_retries(settings: Settings, run_id: str) -> int:
         return runs.count_retryable(conn, run_id)
 
 
-def run_window(settings: Settings, run_id: str, window: Window, options: RunOptions | None = None) -> dict:
+def run_window(
+    settings: Settings, run_id: str, window: Window, options: RunOptions | None = None, model: Model | None = None
+) -> dict:
+    """Raises RunFailed (with the summary) when finish_run does; the model is loaded once for all shards."""
     shards = plan_run(settings, run_id, window, options)
-    model = compute.load(settings, model_version(settings)) if shards else None
+    if shards and model is None:
+        model = compute.load(settings, model_version(settings))
     for shard in shards:
         infer_shard(settings, run_id, shard["shard"], model=model)
     load_results(settings, run_id)

@@ -1,0 +1,111 @@
+"""The results upsert and its stale-write guard, on SQLite and on the real PostgreSQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+import numpy as np
+import sqlalchemy as sa
+
+from inference.store.db import writing
+from inference.store.results import upsert_results
+from inference.store.schema import ticket_results
+from inference.validate import embedding_to_bytes
+
+T0 = dt.datetime(2026, 11, 30, 3, 0, tzinfo=dt.UTC)
+
+
+def row(ticket_id: str, *, at: dt.datetime = T0, digest: str = "a" * 64, version: str = "m@1", category="billing"):
+    vec = np.zeros(4, dtype=np.float32)
+    vec[int(digest[0], 16) % 4] = 1.0
+    return dict(
+        ticket_id=ticket_id,
+        model_id="m",
+        model_version=version,
+        content_hash=digest,
+        source_updated_at=at,
+        embedding=embedding_to_bytes(vec),
+        embedding_dim=4,
+        category=category,
+        category_score=0.5,
+        truncated=False,
+        input_tokens=10,
+        run_id="r1",
+        created_at=T0,
+        updated_at=T0,
+    )
+
+
+def upsert(engine, rows) -> set[str]:
+    with writing(engine) as conn:
+        return upsert_results(conn, rows)
+
+
+def stored(engine) -> dict[str, sa.Row]:
+    with engine.connect() as conn:
+        return {r.ticket_id: r for r in conn.execute(sa.select(ticket_results))}
+
+
+def test_insert_then_identical_rerun_writes_nothing(db_engine):
+    assert upsert(db_engine, [row("1"), row("2")]) == {"1", "2"}
+    before = stored(db_engine)
+    assert upsert(db_engine, [row("1"), row("2")]) == set()
+    assert stored(db_engine) == before
+
+
+def test_newer_source_version_overwrites(db_engine):
+    upsert(db_engine, [row("1")])
+    later = T0 + dt.timedelta(minutes=5)
+    assert upsert(db_engine, [row("1", at=later, digest="b" * 64, category="shipping")]) == {"1"}
+    got = stored(db_engine)["1"]
+    assert (got.content_hash, got.category, got.source_updated_at) == ("b" * 64, "shipping", later)
+
+
+def test_older_source_version_never_overwrites_newer_result(db_engine):
+    later = T0 + dt.timedelta(minutes=5)
+    upsert(db_engine, [row("1", at=later, digest="b" * 64, category="shipping")])
+    assert upsert(db_engine, [row("1", at=T0, digest="a" * 64)]) == set()
+    got = stored(db_engine)["1"]
+    assert (got.content_hash, got.category) == ("b" * 64, "shipping")
+
+
+def test_same_version_with_new_model_or_text_overwrites(db_engine):
+    upsert(db_engine, [row("1")])
+    assert upsert(db_engine, [row("1", version="m@2")]) == {"1"}
+    assert upsert(db_engine, [row("1", version="m@2", digest="c" * 64)]) == {"1"}
+    got = stored(db_engine)["1"]
+    assert (got.model_version, got.content_hash) == ("m@2", "c" * 64)
+
+
+def test_duplicate_ids_in_one_call_keep_the_newest(db_engine):
+    later = T0 + dt.timedelta(seconds=1)
+    written = upsert(db_engine, [row("1", at=later, digest="b" * 64), row("1", at=T0), row("2")])
+    assert written == {"1", "2"}
+    assert stored(db_engine)["1"].content_hash == "b" * 64
+    assert len(stored(db_engine)) == 2
+
+
+def test_concurrent_overlapping_upserts_converge(pg_engine):
+    """Eight writers over the same 400 tickets at once: no unique violation, no deadlock, newest wins."""
+    errors: list[BaseException] = []
+    versions = [T0 + dt.timedelta(seconds=k) for k in range(8)]
+
+    def writer(k: int) -> None:
+        try:
+            rows = [row(str(i), at=versions[k], digest=f"{k:064x}") for i in range(400)]
+            if k % 2:
+                rows.reverse()  # writers see different input orders
+            upsert(pg_engine, rows)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    final = stored(pg_engine)
+    assert len(final) == 400
+    assert {r.content_hash for r in final.values()} == {f"{7:064x}"}
