@@ -115,7 +115,10 @@ def pg_admin_url():
             pytest.fail(f"INFERENCE_TEST_PG_URL is set but the server does not answer. {INSTALL_HINT}")
         yield explicit
         return
-    for url in ("postgresql+psycopg2://postgres@127.0.0.1:5432/postgres", "postgresql+psycopg2://root@127.0.0.1:5432/test"):
+    for url in (
+        "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres",
+        "postgresql+psycopg2://root@127.0.0.1:5432/test",
+    ):
         if _answers(url):
             yield url
             return
@@ -202,5 +205,7 @@ def airflow_db():
     airflow = Path(sys.executable).with_name("airflow")
     proc = subprocess.run([str(airflow), "db", "migrate"], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
-        pytest.fail(f"airflow db migrate failed ({time.monotonic() - started:.0f}s):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        pytest.fail(
+            f"airflow db migrate failed ({time.monotonic() - started:.0f}s):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     return _AIRFLOW_HOME

@@ -12,7 +12,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DAG_FILE = ROOT / "dags" / "ticket_batch_inference.py"
-HEAVY = ["torch", "transformers", "pandas", "sentence_transformers", "tokenizers", "inference.engine", "inference.store"]
+HEAVY = [
+    "torch",
+    "transformers",
+    "pandas",
+    "sentence_transformers",
+    "tokenizers",
+    "inference.engine",
+    "inference.store",
+]
 
 PARSE_PROBE = """
 import json, sys, time

@@ -39,7 +39,13 @@ def backlog(db_engine):
     extra = [
         dict(ticket_id=9001, subject=None, body=None, created_at=inside, updated_at=inside),
         dict(ticket_id=9002, subject=" ", body="\n\t ", created_at=inside, updated_at=inside),
-        dict(ticket_id=9003, subject="old", body="outside the window", created_at=WINDOW.start - dt.timedelta(days=2), updated_at=WINDOW.start - dt.timedelta(days=2)),
+        dict(
+            ticket_id=9003,
+            subject="old",
+            body="outside the window",
+            created_at=WINDOW.start - dt.timedelta(days=2),
+            updated_at=WINDOW.start - dt.timedelta(days=2),
+        ),
     ]
     with writing(db_engine) as conn:
         conn.execute(sa.insert(tickets), extra)
@@ -74,7 +80,14 @@ def test_every_ticket_of_the_window_ends_in_exactly_one_state(backlog, settings,
         assert r.run_id == "run-1"
         vec = embedding_from_bytes(r.embedding)
         assert vec.shape == (384,) and abs(np.linalg.norm(vec) - 1) < 1e-3
-        assert r.category in {"billing", "account_access", "technical_issue", "feature_request", "shipping", "cancellation"}
+        assert r.category in {
+            "billing",
+            "account_access",
+            "technical_issue",
+            "feature_request",
+            "shipping",
+            "cancellation",
+        }
     with backlog.connect() as conn:
         states = dict(conn.execute(sa.select(inference_run_items.c.ticket_id, inference_run_items.c.status)).all())
     assert states["9001"] == states["9002"] == "skipped"
@@ -91,7 +104,11 @@ def test_rerun_changes_nothing_and_an_edit_reprocesses_exactly_that_ticket(backl
 
     edited_at = WINDOW.start + dt.timedelta(hours=5)
     with writing(backlog) as conn:
-        conn.execute(sa.update(tickets).where(tickets.c.ticket_id == 7).values(body="I was charged twice, please refund me.", updated_at=edited_at))
+        conn.execute(
+            sa.update(tickets)
+            .where(tickets.c.ticket_id == 7)
+            .values(body="I was charged twice, please refund me.", updated_at=edited_at)
+        )
     third = run_window(settings, "run-3", WINDOW, model=model)
     assert third["succeeded"] == 1
     after = results(backlog)
@@ -124,7 +141,9 @@ def poisoned(monkeypatch, model):
 
 def test_a_poison_ticket_is_isolated_retried_and_dead_lettered(backlog, settings, model, poisoned):
     with writing(backlog) as conn:
-        conn.execute(sa.update(tickets).where(tickets.c.ticket_id == 3).values(body=f"My {POISON} order never shipped."))
+        conn.execute(
+            sa.update(tickets).where(tickets.c.ticket_id == 3).values(body=f"My {POISON} order never shipped.")
+        )
 
     summary = run_window(settings, "run-1", WINDOW, model=model)
 
@@ -134,14 +153,23 @@ def test_a_poison_ticket_is_isolated_retried_and_dead_lettered(backlog, settings
     assert "3" not in results(backlog)
     with backlog.connect() as conn:
         failure = conn.execute(sa.select(ticket_failures)).one()
-    assert (failure.ticket_id, failure.error_class, failure.status, failure.attempt) == ("3", "model_error", "dead_letter", settings.max_attempts)
+    assert (failure.ticket_id, failure.error_class, failure.status, failure.attempt) == (
+        "3",
+        "model_error",
+        "dead_letter",
+        settings.max_attempts,
+    )
     assert POISON not in failure.message and "shipped" not in failure.message
 
     # A dead-lettered ticket is not retried every night while its text is unchanged...
     assert run_window(settings, "run-2", WINDOW, model=model)["backlog"] == 2  # only the two empty ones
     # ...and is picked up again once it is edited.
     with writing(backlog) as conn:
-        conn.execute(sa.update(tickets).where(tickets.c.ticket_id == 3).values(body="My order never shipped.", updated_at=WINDOW.start + dt.timedelta(hours=6)))
+        conn.execute(
+            sa.update(tickets)
+            .where(tickets.c.ticket_id == 3)
+            .values(body="My order never shipped.", updated_at=WINDOW.start + dt.timedelta(hours=6))
+        )
     third = run_window(settings, "run-3", WINDOW, model=model)
     assert (third["succeeded"], third["failed"]) == (1, 0)
     with backlog.connect() as conn:

@@ -33,18 +33,37 @@ def make_requests_table(engine, key_type) -> sa.Table:
 
 
 COLS = SourceColumns(
-    table="support_requests", ticket_id="req_key", subject="title", body="description", created_at="opened", updated_at="modified"
+    table="support_requests",
+    ticket_id="req_key",
+    subject="title",
+    body="description",
+    created_at="opened",
+    updated_at="modified",
 )
 
 
-@pytest.mark.parametrize("key_type,keys", [(sa.Integer, [10, 11, 12, 13, 14]), (sa.String(40), ["a-1", "b-2", "c-3", "d-4", "e-5"])])
+@pytest.mark.parametrize(
+    "key_type,keys", [(sa.Integer, [10, 11, 12, 13, 14]), (sa.String(40), ["a-1", "b-2", "c-3", "d-4", "e-5"])]
+)
 def test_window_selection_and_lookup_with_custom_names(db_engine, key_type, keys):
     table = make_requests_table(db_engine, key_type)
     inside = W.start + dt.timedelta(hours=1)
     rows = [
         dict(req_key=keys[0], title="created inside", description="x", opened=inside, modified=inside),
-        dict(req_key=keys[1], title="created before, updated inside", description="x", opened=W.start - dt.timedelta(days=3), modified=inside),
-        dict(req_key=keys[2], title="both before", description="x", opened=W.start - dt.timedelta(days=3), modified=W.start - dt.timedelta(days=2)),
+        dict(
+            req_key=keys[1],
+            title="created before, updated inside",
+            description="x",
+            opened=W.start - dt.timedelta(days=3),
+            modified=inside,
+        ),
+        dict(
+            req_key=keys[2],
+            title="both before",
+            description="x",
+            opened=W.start - dt.timedelta(days=3),
+            modified=W.start - dt.timedelta(days=2),
+        ),
         dict(req_key=keys[3], title="at the end bound", description="x", opened=W.end, modified=W.end),
         dict(req_key=keys[4], title="never updated", description="x", opened=W.start, modified=None),
     ]
@@ -66,4 +85,14 @@ def test_missing_table_or_column_is_a_clear_config_error(db_engine):
         Source(db_engine, SourceColumns(table="no_such_table"))
     make_requests_table(db_engine, sa.Integer)
     with pytest.raises(ConfigError, match="no column.*description_text"):
-        Source(db_engine, SourceColumns(table="support_requests", ticket_id="req_key", subject="title", body="description_text", created_at="opened", updated_at="modified"))
+        Source(
+            db_engine,
+            SourceColumns(
+                table="support_requests",
+                ticket_id="req_key",
+                subject="title",
+                body="description_text",
+                created_at="opened",
+                updated_at="modified",
+            ),
+        )
