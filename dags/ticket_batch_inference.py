@@ -13,6 +13,7 @@ import datetime as dt
 
 from airflow.sdk import CronDataIntervalTimetable, TriggerRule, dag, task
 
+from inference_airflow import routing
 from inference_airflow import tasks as steps
 
 
@@ -35,7 +36,7 @@ def ticket_batch_inference():
     def plan(**context) -> list[dict]:
         return steps.plan(context)
 
-    @task(pool="gpu")
+    @task(pool=routing.GPU_POOL, queue=routing.GPU_QUEUE)
     def infer_shard(shard: dict, **context) -> dict:
         return steps.infer(shard, context)
 
@@ -47,7 +48,7 @@ def ticket_batch_inference():
     def has_retries(**context) -> list[str]:
         return steps.choose_branch(context)
 
-    @task
+    @task(pool=routing.GPU_POOL, queue=routing.GPU_QUEUE)
     def retry_failed(**context) -> dict:
         return steps.retry(context)
 

@@ -86,7 +86,9 @@ def test_schedule_is_the_previous_day_at_0200_utc(dag):
 def test_task_graph_and_routing(dag):
     tasks = {t.task_id: t for t in dag.tasks}
     assert set(tasks) == {"plan", "infer_shard", "load_results", "has_retries", "retry_failed", "finish_run"}
-    assert tasks["infer_shard"].pool == "gpu"
+    assert tasks["infer_shard"].pool == tasks["retry_failed"].pool == "gpu"
+    assert tasks["infer_shard"].queue == tasks["retry_failed"].queue == "gpu"
+    assert {t.queue for t in dag.tasks if t.task_id not in ("infer_shard", "retry_failed")} == {"default"}
     assert tasks["plan"].downstream_task_ids == {"infer_shard"}
     assert tasks["infer_shard"].downstream_task_ids == {"load_results"}
     assert tasks["load_results"].downstream_task_ids == {"has_retries"}
