@@ -35,7 +35,9 @@ def tickets_db(pg_engine, monkeypatch):
     seed_backlog(pg_engine, N, [WINDOW], seed=5)
     inside = WINDOW.start + dt.timedelta(hours=3)
     with writing(pg_engine) as conn:
-        conn.execute(sa.insert(tickets), [dict(ticket_id=5001, subject="", body=None, created_at=inside, updated_at=inside)])
+        conn.execute(
+            sa.insert(tickets), [dict(ticket_id=5001, subject="", body=None, created_at=inside, updated_at=inside)]
+        )
         conn.execute(sa.update(tickets).where(tickets.c.ticket_id == 9).values(body=f"the {POISON} parcel is late"))
     # Through the Airflow connection (the adapter under test); TICKETS_DB_URL is only the fallback.
     url = pg_engine.url
@@ -72,7 +74,10 @@ def test_nightly_run_processes_the_window_row_by_row(dag, tickets_db, poisoned):
     with tickets_db.connect() as conn:
         source = {str(r.ticket_id): r for r in conn.execute(sa.select(tickets))}
         results = conn.execute(sa.select(ticket_results)).all()
-        items = {r.ticket_id: r for r in conn.execute(sa.select(inference_run_items).where(inference_run_items.c.run_id == dag_run.run_id))}
+        items = {
+            r.ticket_id: r
+            for r in conn.execute(sa.select(inference_run_items).where(inference_run_items.c.run_id == dag_run.run_id))
+        }
         failures = conn.execute(sa.select(ticket_failures)).all()
         run = conn.execute(sa.select(inference_runs).where(inference_runs.c.run_id == dag_run.run_id)).one()
 
