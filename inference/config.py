@@ -16,6 +16,7 @@ from pathlib import Path
 DEFAULT_DB_FILE = Path(".data") / "tickets.db"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # use with fullmatch
 DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 class ConfigError(ValueError):
@@ -79,6 +80,7 @@ class Settings:
     model_dir: str = ""
     model_version: str | None = None
     device: str = "auto"
+    dtype: str = "auto"
     max_seq_length: int = 256
     max_batch_tokens: int | None = None
     max_batch_size: int = 256
@@ -93,6 +95,8 @@ class Settings:
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
             raise ConfigError(f"INFERENCE_DEVICE must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"INFERENCE_DTYPE must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         _check_range("INFERENCE_MAX_SEQ_LENGTH", self.max_seq_length, 8, 8192)
         if self.max_batch_tokens is not None:
             _check_range("INFERENCE_MAX_BATCH_TOKENS", self.max_batch_tokens, self.max_seq_length, 10_000_000)
@@ -153,6 +157,7 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides) -> Sett
         model_dir=env.get("INFERENCE_MODEL", ""),
         model_version=env.get("INFERENCE_MODEL_VERSION") or None,
         device=(env.get("INFERENCE_DEVICE") or "auto").strip().lower(),
+        dtype=(env.get("INFERENCE_DTYPE") or "auto").strip().lower(),
         max_seq_length=_int(env, "INFERENCE_MAX_SEQ_LENGTH", 256),
         max_batch_tokens=_int(env, "INFERENCE_MAX_BATCH_TOKENS", None),
         max_batch_size=_int(env, "INFERENCE_MAX_BATCH_SIZE", 256),

@@ -35,14 +35,19 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def load_model(model_dir: str, device: str, max_seq_length: int, dtype: torch.dtype = torch.float32) -> LoadedModel:
+def resolve_dtype(name: str) -> torch.dtype:
+    """`auto` is float32: half precision is an explicit choice until it is measured per model."""
+    return {"auto": torch.float32, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def load_model(model_dir: str, device: str, max_seq_length: int, dtype: str = "auto") -> LoadedModel:
     path = check_model_dir(model_dir)
     hf_logging.disable_progress_bar()  # task logs want one line per event, not a progress bar
     hf_tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     if not hf_tokenizer.is_fast:
         raise ModelUnavailable(f"model directory {model_dir} has no fast tokenizer (tokenizer.json)")
     model = AutoModel.from_pretrained(
-        path, local_files_only=True, trust_remote_code=False, use_safetensors=True, dtype=dtype
+        path, local_files_only=True, trust_remote_code=False, use_safetensors=True, dtype=resolve_dtype(dtype)
     )
     target = resolve_device(device)
     model = model.to(target).eval()
@@ -51,4 +56,6 @@ def load_model(model_dir: str, device: str, max_seq_length: int, dtype: torch.dt
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length)
     pad_id = hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None else 0
-    return LoadedModel(model, tokenizer, target, dtype, max_length, pad_id, int(model.config.hidden_size))
+    return LoadedModel(
+        model, tokenizer, target, resolve_dtype(dtype), max_length, pad_id, int(model.config.hidden_size)
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import torch
+
 from inference.config import Settings
 from inference.engine.encoder import Encoder
 from inference.engine.model import load_model
@@ -26,14 +28,18 @@ class Model:
     category: CategoryHead
     version: str
 
-    def isolated(self) -> Model:
-        """The same loaded weights, one item per forward pass: the retry path."""
+    def for_retry(self, settings: Settings) -> Model:
+        """One item per forward pass, in float32: a bad item cannot take others down, and a NaN that
+        came from half precision does not come back. Reuses the weights when they are float32 already."""
         enc = self.encoder
-        return Model(Encoder(enc.loaded, enc.max_batch_tokens, 1, enc.pad_multiple), self.category, self.version)
+        if enc.loaded.dtype == torch.float32:
+            return Model(Encoder(enc.loaded, enc.max_batch_tokens, 1, enc.pad_multiple), self.category, self.version)
+        loaded = load_model(settings.model_dir, settings.device, settings.max_seq_length, "float32")
+        return Model(Encoder(loaded, enc.max_batch_tokens, 1, enc.pad_multiple), self.category, self.version)
 
 
 def load(settings: Settings, version: str) -> Model:
-    loaded = load_model(settings.model_dir, settings.device, settings.max_seq_length)
+    loaded = load_model(settings.model_dir, settings.device, settings.max_seq_length, settings.dtype)
     encoder = Encoder(loaded, settings.max_batch_tokens, settings.max_batch_size)
     return Model(encoder, CategoryHead(load_taxonomy(settings), encoder), version)
 

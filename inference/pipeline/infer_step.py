@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from inference.config import Settings
+from inference.errors import PROCESS_CRASH, RETRYABLE, message_for
 from inference.pipeline import compute
 from inference.pipeline.compute import ChunkOutcome, Model
 from inference.pipeline.load_step import load_staged
 from inference.pipeline.runtime import Runtime, log
 from inference.store import runs
 from inference.store.db import writing
+from inference.store.runs import Failure
 from inference.store.schema import ITEM_SKIPPED, ITEM_STAGED
+from inference.textprep import content_hash
 
 
 class ModelChanged(RuntimeError):
@@ -49,25 +52,60 @@ def _tally(totals: dict, outcome: ChunkOutcome) -> None:
     totals["seconds"] += outcome.seconds
 
 
+def _new_totals() -> dict:
+    return dict.fromkeys(("staged", "failed", "skipped", "real_tokens", "padded_tokens", "seconds"), 0)
+
+
+def process(rt: Runtime, model: Model, run_id: str, ticket_ids: list[str], totals: dict) -> None:
+    """Claim (committed), read the current text, run the model, commit the outcome."""
+    with writing(rt.engine) as conn:
+        runs.claim(conn, run_id, ticket_ids)
+    with rt.engine.connect() as conn:
+        current = rt.source.by_ids(conn, ticket_ids)
+    outcome = compute.compute_chunk(model, run_id, ticket_ids, current)
+    commit(rt, run_id, model.version, outcome)
+    _tally(totals, outcome)
+
+
+def _crashed_too_often(rt: Runtime, run_id: str, version: str, ticket_id: str, totals: dict) -> None:
+    with rt.engine.connect() as conn:
+        digest = rt.source.by_ids(conn, [ticket_id]).get(ticket_id)
+    failure = Failure(
+        ticket_id,
+        content_hash(digest.subject, digest.body) if digest else "0" * 64,
+        PROCESS_CRASH,
+        RETRYABLE[PROCESS_CRASH],
+        message_for(PROCESS_CRASH),
+    )
+    commit(rt, run_id, version, ChunkOutcome(failures=[failure]))
+    totals["failed"] += 1
+
+
 def infer_shard(settings: Settings, run_id: str, shard: int, model: Model | None = None) -> dict:
     """Works through the shard's still-planned items in ticket_id order, one committed chunk at a time.
 
     A rerun (after a kill, or a second copy running at once) only sees what is still planned.
+    Items a dead process had taken to the model are redone one at a time, so an item that kills the
+    process is isolated; after INFERENCE_MAX_ATTEMPTS such deaths it is dead-lettered unseen.
     """
     with Runtime(settings) as rt:
         model = checked_model(rt, run_id, model)
-        totals = dict.fromkeys(("staged", "failed", "skipped", "real_tokens", "padded_tokens", "seconds"), 0)
+        totals = _new_totals()
         after = ""
         while True:
             with rt.engine.connect() as conn:
-                ids = runs.pending_items(conn, run_id, shard, after, settings.chunk_size)
-                if not ids:
-                    break
-                current = rt.source.by_ids(conn, ids)
-            outcome = compute.compute_chunk(model, run_id, ids, current)
-            commit(rt, run_id, model.version, outcome)
-            _tally(totals, outcome)
-            after = ids[-1]
+                page = runs.pending_items(conn, run_id, shard, after, settings.chunk_size)
+            if not page:
+                break
+            for ticket_id, attempts in page:
+                if attempts >= settings.max_attempts:
+                    _crashed_too_often(rt, run_id, model.version, ticket_id, totals)
+                elif attempts > 0:
+                    process(rt, model, run_id, [ticket_id], totals)
+            fresh = [ticket_id for ticket_id, attempts in page if attempts == 0]
+            if fresh:
+                process(rt, model, run_id, fresh, totals)
+            after = page[-1][0]
         log.info(
             "run %s shard %d: %d staged, %d failed, %d skipped, %d tokens in %.1fs",
             run_id,
@@ -82,28 +120,25 @@ def infer_shard(settings: Settings, run_id: str, shard: int, model: Model | None
 
 
 def retry_failed(settings: Settings, run_id: str, model: Model | None = None) -> dict:
-    """Retries this run's retryable failures one item per forward pass, with fresh ticket text.
+    """Retries this run's retryable failures one item per forward pass, in float32, with fresh text.
 
     Each pass counts an attempt; an item still failing at INFERENCE_MAX_ATTEMPTS is dead-lettered,
-    so the loop always ends. Successes are loaded at once.
+    so the loop always ends. Successes are loaded at once (and so is anything a killed earlier try
+    of this task had staged).
     """
     with Runtime(settings) as rt:
-        model = checked_model(rt, run_id, model).isolated()
-        totals = dict.fromkeys(("staged", "failed", "skipped", "real_tokens", "padded_tokens", "seconds"), 0)
+        model = checked_model(rt, run_id, model).for_retry(settings)
+        load_staged(rt, run_id, model.version)
+        totals = _new_totals()
         passes = 0
-        for passes in range(1, settings.max_attempts + 1):  # noqa: B007 - reported below
+        while passes < settings.max_attempts:
             with rt.engine.connect() as conn:
                 ids = _all_retryable(conn, run_id, settings.chunk_size)
             if not ids:
-                passes -= 1
                 break
+            passes += 1
             for k in range(0, len(ids), settings.chunk_size):
-                chunk = ids[k : k + settings.chunk_size]
-                with rt.engine.connect() as conn:
-                    current = rt.source.by_ids(conn, chunk)
-                outcome = compute.compute_chunk(model, run_id, chunk, current)
-                commit(rt, run_id, model.version, outcome)
-                _tally(totals, outcome)
+                process(rt, model, run_id, ids[k : k + settings.chunk_size], totals)
             load_staged(rt, run_id, model.version)
         with rt.engine.connect() as conn:
             left = runs.count_retryable(conn, run_id)

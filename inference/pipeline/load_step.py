@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from inference.config import Settings
-from inference.errors import INVALID_OUTPUT, SKIP_SUPERSEDED
+from inference.errors import INVALID_OUTPUT, SKIP_DELETED, SKIP_SUPERSEDED, STALE_INPUT, message_for
 from inference.modelinfo import embedding_dim, model_id
 from inference.pipeline.runtime import Runtime, log
 from inference.store import runs
@@ -26,20 +26,29 @@ def load_staged(rt: Runtime, run_id: str, version: str) -> dict:
     """Page by page (ticket_id order); each page commits as one transaction and leaves staging.
 
     Killed mid-way, a rerun finds only the pages not yet committed. Two loads at once converge:
-    the second finds the results already current and counts them succeeded.
+    the second finds the results already current and counts them succeeded. A ticket edited after
+    infer read it is not written: it fails as `stale_input` (retryable) and the retry reads the new text.
     """
     settings = rt.settings
     dim, labels, mid = embedding_dim(settings.model_dir), set(load_taxonomy(settings)), model_id(settings.model_dir)
-    totals = {"written": 0, "unchanged": 0, "superseded": 0, "invalid": 0}
+    totals = {"written": 0, "unchanged": 0, "superseded": 0, "invalid": 0, "deleted": 0}
     after = ""
     while True:
         with rt.engine.connect() as conn:
             page = runs.staged_page(conn, run_id, after, settings.chunk_size)
         if not page:
             break
-        now, valid, invalid = utcnow(), [], []
+        with rt.engine.connect() as conn:
+            latest = rt.source.versions(conn, [row.ticket_id for row in page])
+        now, valid, invalid, deleted = utcnow(), [], [], []
         for row in page:
             staged = dict(row._mapping)
+            if row.ticket_id not in latest:
+                deleted.append(row.ticket_id)
+                continue
+            if latest[row.ticket_id] > row.source_updated_at:  # edited after infer read it
+                invalid.append(Failure(row.ticket_id, row.content_hash, STALE_INPUT, True, message_for(STALE_INPUT)))
+                continue
             reason = check_output(staged, dim, labels)
             if reason or staged["model_version"] != version:
                 reason = reason or "staged by another model version"
@@ -56,6 +65,7 @@ def load_staged(rt: Runtime, run_id: str, version: str) -> dict:
             superseded = [t for t in rest if stored.get(t) != mine[t]]
             runs.set_items(conn, run_id, [*written, *unchanged], ITEM_SUCCEEDED, None)
             runs.set_items(conn, run_id, superseded, ITEM_SKIPPED, SKIP_SUPERSEDED)
+            runs.set_items(conn, run_id, deleted, ITEM_SKIPPED, SKIP_DELETED)
             runs.resolve_failures(conn, [*written, *unchanged])
             runs.record_failures(conn, run_id, version, invalid, settings.max_attempts)
             runs.unstage(conn, run_id, [row.ticket_id for row in page])
@@ -63,6 +73,7 @@ def load_staged(rt: Runtime, run_id: str, version: str) -> dict:
         totals["unchanged"] += len(unchanged)
         totals["superseded"] += len(superseded)
         totals["invalid"] += len(invalid)
+        totals["deleted"] += len(deleted)
         after = page[-1].ticket_id
     log.info(
         "run %s load: %d written, %d already current, %d superseded by newer results, %d invalid",

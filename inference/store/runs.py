@@ -88,16 +88,33 @@ def add_items(conn: sa.Connection, rows: Sequence[dict]) -> None:
         conn.execute(sa.insert(s.inference_run_items), list(rows[i : i + ITEM_INSERT_PAGE]))
 
 
-def pending_items(conn: sa.Connection, run_id: str, shard: int, after: str, limit: int) -> list[str]:
-    """Next page (by ticket_id) of a shard's tickets that still need the model."""
+def pending_items(conn: sa.Connection, run_id: str, shard: int, after: str, limit: int) -> list[tuple[str, int]]:
+    """Next page (by ticket_id) of a shard's tickets that still need the model, with their attempts.
+
+    attempts > 0 on a planned item means a process took it to the model and died before committing.
+    """
     i = s.inference_run_items.c
     stmt = (
-        sa.select(i.ticket_id)
+        sa.select(i.ticket_id, i.attempts)
         .where(i.run_id == run_id, i.shard == shard, i.status == s.ITEM_PLANNED, i.ticket_id > after)
         .order_by(i.ticket_id)
         .limit(limit)
     )
-    return list(conn.scalars(stmt))
+    return [(t, a) for t, a in conn.execute(stmt)]
+
+
+def claim(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> None:
+    """Counts an attempt before the model sees the items, committed first: if the process dies in the
+    model, the next attempt knows which items were in flight."""
+    i = s.inference_run_items.c
+    stmt = (
+        sa.update(s.inference_run_items)
+        .where(i.run_id == run_id, i.ticket_id.in_(sa.bindparam("ids", expanding=True)))
+        .values(attempts=i.attempts + 1)
+    )
+    ids = sorted(ticket_ids)
+    for k in range(0, len(ids), 1000):
+        conn.execute(stmt, {"ids": ids[k : k + 1000]})
 
 
 def set_items(conn: sa.Connection, run_id: str, ticket_ids: Iterable[str], status: str, reason: str | None) -> None:
@@ -160,7 +177,8 @@ def unstage(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> None
 def record_failures(
     conn: sa.Connection, run_id: str, model_version: str, failures: Sequence[Failure], max_attempts: int
 ) -> dict[str, str]:
-    """Marks the items failed and upserts one failure row per (run, ticket), counting attempts.
+    """Marks the items failed and upserts one failure row per (run, ticket); `attempt` is the item's
+    claimed attempts (see `claim`).
 
     Returns ticket_id -> failure status (pending while retryable attempts remain, else dead_letter).
     """
@@ -178,7 +196,7 @@ def record_failures(
     )
     now, statuses = utcnow(), {}
     for failure in sorted(failures, key=lambda x: x.ticket_id):
-        attempt = attempts.get(failure.ticket_id, 0) + 1
+        attempt = max(attempts.get(failure.ticket_id, 0), 1)
         status = s.FAILURE_PENDING if failure.retryable and attempt < max_attempts else s.FAILURE_DEAD
         statuses[failure.ticket_id] = status
         values = dict(

@@ -93,5 +93,15 @@ class Source:
                 out[ticket.ticket_id] = ticket
         return out
 
+    def versions(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> dict[str, dt.datetime]:
+        """Current version timestamps only (no text): is what we computed still the latest?"""
+        ids = list(ticket_ids)
+        out: dict[str, dt.datetime] = {}
+        for i in range(0, len(ids), PAGE):
+            page = [self._key(t) for t in ids[i : i + PAGE]]
+            stmt = sa.select(self._id, self._version).where(self._id.in_(sa.bindparam("ids", page, expanding=True)))
+            out.update({str(row[0]): row[1] for row in conn.execute(stmt)})
+        return out
+
     def _key(self, ticket_id: str):
         return int(ticket_id) if self._id_type is int else ticket_id
