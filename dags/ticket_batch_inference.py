@@ -15,6 +15,7 @@ from airflow.sdk import CronDataIntervalTimetable, TriggerRule, dag, task
 
 from inference_airflow import routing
 from inference_airflow import tasks as steps
+from inference_airflow.params import PARAMS
 
 
 @dag(
@@ -29,6 +30,7 @@ from inference_airflow import tasks as steps
         "retry_exponential_backoff": 2.0,
     },
     tags=["inference", "tickets"],
+    params=PARAMS,
     doc_md=__doc__,
 )
 def ticket_batch_inference():

@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--reprocess", action="store_true", help="recompute tickets that already have a current result")
     run.add_argument("--limit", type=_positive, help="process at most this many tickets")
     run.add_argument("--shards", type=_positive, help="number of shards (default: by estimated tokens)")
+    run.add_argument("--ticket-id", action="append", dest="ticket_ids", help="process this ticket (repeatable)")
+    run.add_argument("--max-batch-tokens", type=_positive, help="padded tokens per forward pass for this run")
+    run.add_argument("--dry-run", action="store_true", help="plan and report only; infer and write nothing")
 
     status = sub.add_parser("status", help="recent runs and open failures")
     status.add_argument("--json", action="store_true", help="machine-readable output")
@@ -93,11 +96,21 @@ def _seed(settings, args) -> int:
 
 
 def _run(settings, args) -> int:
-    from inference.pipeline import RunFailed, RunOptions, run_window
+    from inference.options import parse_options
+    from inference.pipeline import RunFailed, run_window
 
     day = args.date or _default_day()
     run_id = args.run_id or f"cli__{day.isoformat()}__{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S%f}"
-    options = RunOptions(reprocess=args.reprocess, limit=args.limit, shards=args.shards)
+    options = parse_options(
+        {
+            "reprocess": args.reprocess,
+            "limit": args.limit,
+            "shards": args.shards,
+            "ticket_ids": args.ticket_ids,
+            "max_batch_tokens": args.max_batch_tokens,
+            "dry_run": args.dry_run,
+        }
+    )
     try:
         summary = run_window(settings, run_id, window_for_date(day), options)
     except RunFailed as exc:

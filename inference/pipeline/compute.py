@@ -28,6 +28,11 @@ class Model:
     category: CategoryHead
     version: str
 
+    def with_budget(self, max_batch_tokens: int) -> Model:
+        enc = self.encoder
+        encoder = Encoder(enc.loaded, max_batch_tokens, enc.max_batch_size, enc.pad_multiple)
+        return Model(encoder, self.category, self.version)
+
     def for_retry(self, settings: Settings) -> Model:
         """One item per forward pass, in float32: a bad item cannot take others down, and a NaN that
         came from half precision does not come back. Reuses the weights when they are float32 already."""

@@ -23,6 +23,9 @@ def finish_run(settings: Settings, run_id: str) -> dict:
     with Runtime(settings) as rt:
         with writing(rt.engine) as conn:
             run = runs.get_run(conn, run_id)
+            if run.status == "dry_run":
+                runs.update_run(conn, run_id, finished_at=utcnow())
+                return _dry_summary(run)
             counts = runs.item_counts(conn, run_id)
             reasons = runs.skip_reasons(conn, run_id)
             missing_results = runs.succeeded_without_result(conn, run_id)
@@ -75,3 +78,19 @@ def finish_run(settings: Settings, run_id: str) -> dict:
         if error:
             raise RunFailed(f"run {run_id}: {error}", {**summary, "error": error})
         return summary
+
+
+def _dry_summary(run) -> dict:
+    log.info("dry run %s: %d tickets would be processed in %d shards", run.run_id, run.backlog, run.shards)
+    return {
+        "run_id": run.run_id,
+        "status": "dry_run",
+        "window_start": run.window_start.isoformat(),
+        "window_end": run.window_end.isoformat(),
+        "model_version": run.model_version,
+        "backlog": run.backlog,
+        "shards": run.shards,
+        "succeeded": 0,
+        "failed": 0,
+        "skipped": 0,
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from inference.config import Settings
 from inference.errors import PROCESS_CRASH, RETRYABLE, message_for
+from inference.options import options_from_record
 from inference.pipeline import compute
 from inference.pipeline.compute import ChunkOutcome, Model
 from inference.pipeline.load_step import load_staged
@@ -20,16 +21,19 @@ class ModelChanged(RuntimeError):
 
 
 def checked_model(rt: Runtime, run_id: str, model: Model | None) -> Model:
-    """The run's model, loaded here unless given; refuses a model other than the one planned for."""
+    """The run's model, loaded here unless given; refuses a model other than the one planned for.
+    The run's own max_batch_tokens option (a trigger param) wins over the worker's setting."""
     with rt.engine.connect() as conn:
-        planned = runs.get_run(conn, run_id).model_version
+        run = runs.get_run(conn, run_id)
     have = model.version if model is not None else rt.model_version
-    if planned != have:
+    if run.model_version != have:
         raise ModelChanged(
-            f"run {run_id} was planned for model {planned} but this worker has {have}: "
+            f"run {run_id} was planned for model {run.model_version} but this worker has {have}: "
             "deploy the same model everywhere, or start a new run"
         )
-    return model or compute.load(rt.settings, planned)
+    model = model or compute.load(rt.settings, run.model_version)
+    budget = options_from_record(run.options).max_batch_tokens
+    return model.with_budget(budget) if budget else model
 
 
 def commit(rt: Runtime, run_id: str, version: str, outcome: ChunkOutcome) -> None:

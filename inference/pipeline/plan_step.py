@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from inference.config import Settings
 from inference.errors import SKIP_EMPTY
-from inference.pipeline.runtime import RunOptions, Runtime, log
+from inference.options import RunOptions
+from inference.pipeline.runtime import Runtime, log
 from inference.plan import Candidate, needs_work, shard_count, split_shards
 from inference.store import runs
 from inference.store.db import writing
@@ -20,8 +21,13 @@ PAGE = 1000
 
 
 def plan_run(settings: Settings, run_id: str, window: Window, options: RunOptions | None = None) -> list[dict]:
-    """Repeatable: planning the same run again replaces its previous plan (nothing was inferred yet)."""
+    """Repeatable: planning the same run again replaces its previous plan (nothing was inferred yet).
+
+    `window` is the run's own (the DAG run's data interval); options may override it, or name tickets.
+    A dry run records the run and its counts only, and returns no shards.
+    """
     options = options or RunOptions()
+    window = options.window(window)
     with Runtime(settings, create=True) as rt:
         version = rt.model_version
         candidates = sorted(_candidates(rt, window, version, options), key=lambda c: c.ticket_id)
@@ -49,10 +55,13 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
         ]
         with writing(rt.engine) as conn:
             runs.start_run(conn, run_id, window, version, options.as_dict())
-            runs.add_items(conn, items)
-            runs.update_run(conn, run_id, backlog=len(items), shards=len(shards), status="running")
+            if not options.dry_run:
+                runs.add_items(conn, items)
+            status = "dry_run" if options.dry_run else "running"
+            runs.update_run(conn, run_id, backlog=len(items), shards=len(shards), status=status)
         log.info(
-            "planned run %s window %s: %d tickets (%d to infer, %d empty) in %d shards, model %s",
+            "planned %srun %s window %s: %d tickets (%d to infer, %d empty) in %d shards, model %s",
+            "dry " if options.dry_run else "",
             run_id,
             window,
             len(items),
@@ -61,23 +70,39 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
             len(shards),
             version,
         )
+        if options.dry_run:
+            return []
         return [
             {"run_id": run_id, "shard": k, "tickets": len(ids), "est_tokens": sum(tokens[t] for t in ids)}
             for k, ids in enumerate(shards)
         ]
 
 
+def _source_rows(rt: Runtime, read, window: Window, options: RunOptions) -> Iterator[SourceTicket]:
+    if options.ticket_ids is None:
+        yield from rt.source.in_window(read, window)
+        return
+    found = rt.source.by_ids(read, options.ticket_ids)
+    if len(found) < len(options.ticket_ids):
+        log.warning(
+            "%d of %d requested ticket IDs do not exist", len(options.ticket_ids) - len(found), len(options.ticket_ids)
+        )
+    yield from found.values()
+
+
 def _candidates(rt: Runtime, window: Window, version: str, options: RunOptions) -> Iterator[Candidate]:
+    """Named tickets are always recomputed (that is why they were named); a window only where needed."""
     max_len = rt.settings.max_seq_length
+    force = options.reprocess or options.ticket_ids is not None
     with rt.engine.connect() as read, rt.engine.connect() as lookup:
         dead = runs.dead_letters(lookup, version)
         page: list[SourceTicket] = []
-        for ticket in rt.source.in_window(read, window):
+        for ticket in _source_rows(rt, read, window, options):
             page.append(ticket)
             if len(page) >= PAGE:
-                yield from _judge(lookup, page, version, dead, options.reprocess, max_len)
+                yield from _judge(lookup, page, version, dead, force, max_len)
                 page = []
-        yield from _judge(lookup, page, version, dead, options.reprocess, max_len)
+        yield from _judge(lookup, page, version, dead, force, max_len)
 
 
 def _judge(lookup, page, version, dead, reprocess, max_len) -> Iterator[Candidate]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from functools import cached_property
 
 import sqlalchemy as sa
@@ -15,18 +14,6 @@ from inference.store.schema import create_schema
 from inference.store.source import Source
 
 log = logging.getLogger("inference")
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """Per-run choices (CLI flags or DAG params), recorded with the run."""
-
-    reprocess: bool = False
-    limit: int | None = None
-    shards: int | None = None
-
-    def as_dict(self) -> dict:
-        return {"reprocess": self.reprocess, "limit": self.limit, "shards": self.shards}
 
 
 class Runtime:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from inference.config import Settings
 from inference.modelinfo import model_version
+from inference.options import RunOptions
 from inference.pipeline import compute
 from inference.pipeline.compute import Model
 from inference.pipeline.finish_step import finish_run
 from inference.pipeline.infer_step import infer_shard, retry_failed
 from inference.pipeline.load_step import load_results
 from inference.pipeline.plan_step import plan_run
-from inference.pipeline.runtime import RunOptions, Runtime
+from inference.pipeline.runtime import Runtime
 from inference.store import runs
 from inference.window import Window
 

@@ -31,10 +31,21 @@ def window(context: dict[str, Any]):
     return last_complete_window(now)
 
 
+def options(context: dict[str, Any]):
+    """The run's params, validated again here: the REST API and `--conf` can bypass the form."""
+    from inference.options import parse_options
+
+    conf = getattr(context.get("dag_run"), "conf", None) or {}
+    params = dict(context.get("params") or {})
+    params.update(conf)  # unknown conf keys must reach the check, not vanish
+    return parse_options(params)
+
+
 def plan(context: dict[str, Any]) -> list[dict]:
     from inference.pipeline import plan_run
 
-    return plan_run(settings(), context["run_id"], window(context))
+    run_options = options(context)
+    return plan_run(settings(), context["run_id"], window(context), run_options)
 
 
 def infer(shard: dict, context: dict[str, Any]) -> dict:
