@@ -15,6 +15,7 @@ from airflow.sdk import CronDataIntervalTimetable, TriggerRule, dag, task
 
 from inference_airflow import routing
 from inference_airflow import tasks as steps
+from inference_airflow.alerts import TicketInferenceAlert
 from inference_airflow.params import PARAMS
 
 
@@ -28,6 +29,9 @@ from inference_airflow.params import PARAMS
         "retries": 2,
         "retry_delay": dt.timedelta(minutes=1),
         "retry_exponential_backoff": 2.0,
+        # Task level, after the last retry. A task killed so hard that its callback cannot run still
+        # alerts: finish_run always runs and fails its reconciliation for the tickets left unfinished.
+        "on_failure_callback": TicketInferenceAlert(),
     },
     tags=["inference", "tickets"],
     params=PARAMS,

@@ -12,6 +12,27 @@ from typing import Any
 RETRY_TASK, FINISH_TASK = "retry_failed", "finish_run"
 
 
+def _final(fn):
+    """Errors that a retry cannot fix (bad configuration or params, a run that failed its own checks)
+    fail the task at once: AirflowFailException, with the original error as its cause."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from inference.config import ConfigError
+        from inference.modelinfo import ModelUnavailable
+        from inference.pipeline import ModelChanged, RunFailed
+
+        try:
+            return fn(*args, **kwargs)
+        except (ConfigError, ModelUnavailable, ModelChanged, RunFailed) as exc:
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+    return wrapper
+
+
 def settings():
     from inference.config import settings_from_env
     from inference_airflow.connection import tickets_db_url
@@ -41,6 +62,7 @@ def options(context: dict[str, Any]):
     return parse_options(params)
 
 
+@_final
 def plan(context: dict[str, Any]) -> list[dict]:
     from inference.pipeline import plan_run
 
@@ -48,6 +70,7 @@ def plan(context: dict[str, Any]) -> list[dict]:
     return plan_run(settings(), context["run_id"], window(context), run_options)
 
 
+@_final
 def infer(shard: dict, context: dict[str, Any]) -> dict:
     from inference.pipeline import infer_shard
 
@@ -56,24 +79,28 @@ def infer(shard: dict, context: dict[str, Any]) -> dict:
     return infer_shard(settings(), context["run_id"], shard["shard"])
 
 
+@_final
 def load(context: dict[str, Any]) -> dict:
     from inference.pipeline import load_results
 
     return load_results(settings(), context["run_id"])
 
 
+@_final
 def choose_branch(context: dict[str, Any]) -> list[str]:
     from inference.pipeline import pending_retries
 
     return [RETRY_TASK, FINISH_TASK] if pending_retries(settings(), context["run_id"]) else [FINISH_TASK]
 
 
+@_final
 def retry(context: dict[str, Any]) -> dict:
     from inference.pipeline import retry_failed
 
     return retry_failed(settings(), context["run_id"])
 
 
+@_final
 def finish(context: dict[str, Any]) -> dict:
     from inference.pipeline import finish_run
 

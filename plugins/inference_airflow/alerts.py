@@ -1,0 +1,150 @@
+"""Alerts through Airflow's notifiers: SMTP e-mail, Slack webhook, and a generic JSON webhook.
+
+Which channels fire is read when an alert is sent (not when the DAG is parsed), from:
+
+  INFERENCE_ALERT_CHANNELS          comma-separated: email, slack, webhook (empty: alerts are only logged)
+  INFERENCE_ALERT_EMAIL_TO          recipients, comma-separated            (email)
+  INFERENCE_ALERT_EMAIL_FROM        sender; default: the SMTP connection's  (email)
+  INFERENCE_ALERT_SMTP_CONN_ID      default smtp_default                    (email)
+  INFERENCE_ALERT_SLACK_CONN_ID     a Slack incoming-webhook connection, default slack_webhook_default
+  INFERENCE_ALERT_WEBHOOK_URL       where the JSON payload is POSTed        (webhook)
+
+A payload names the DAG, run, task, map index, try number, the error's class and the log URL, plus the
+run's counts when the run's own accounting failed. Never an exception message or anything from a
+ticket: messages of database drivers can quote row values.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import os
+from typing import Any
+
+from airflow.sdk import BaseNotifier
+
+log = logging.getLogger(__name__)
+CHANNELS = ("email", "slack", "webhook")
+SUMMARY_FIELDS = ("backlog", "succeeded", "failed", "skipped", "window_start", "window_end", "model_version", "error")
+
+
+def alert_payload(context: dict[str, Any]) -> dict[str, Any]:
+    ti = context.get("ti") or context.get("task_instance")
+    dag_run = context.get("dag_run")
+    exc = context.get("exception")
+    if exc is not None and type(exc).__name__ == "AirflowFailException" and exc.__cause__ is not None:
+        exc = exc.__cause__  # the task's own error, not the no-retry wrapper
+    payload: dict[str, Any] = {
+        "event": "task_failed" if ti is not None else "dag_run_alert",
+        "dag_id": getattr(ti, "dag_id", None) or getattr(dag_run, "dag_id", None),
+        "run_id": getattr(ti, "run_id", None) or getattr(dag_run, "run_id", None),
+        "task_id": getattr(ti, "task_id", None),
+        "map_index": getattr(ti, "map_index", None),
+        "try_number": getattr(ti, "try_number", None),
+        "logical_date": str(context.get("logical_date")) if context.get("logical_date") else None,
+        "error_class": type(exc).__name__ if exc is not None else None,
+        "log_url": getattr(ti, "log_url", None),
+    }
+    summary = getattr(exc, "summary", None)
+    if isinstance(summary, dict):  # RunFailed: counts and IDs only, by construction
+        payload["run_summary"] = {k: summary.get(k) for k in SUMMARY_FIELDS if k in summary}
+    return payload
+
+
+def subject_of(payload: dict[str, Any]) -> str:
+    where = payload["task_id"] or "run"
+    if payload.get("map_index") not in (None, -1):
+        where = f"{where}[{payload['map_index']}]"
+    return f"[airflow] {payload['dag_id']} {where} failed ({payload['error_class'] or 'no exception'})"
+
+
+def text_of(payload: dict[str, Any]) -> str:
+    lines = [subject_of(payload)] + [f"{k}: {v}" for k, v in payload.items() if v not in (None, "")]
+    return "\n".join(lines)
+
+
+class JsonWebhookNotifier(BaseNotifier):
+    """POSTs the alert payload as JSON. Uses the standard library only; 10 s timeout."""
+
+    template_fields = ("url",)
+
+    def __init__(self, url: str, payload: dict[str, Any] | None = None, timeout: float = 10.0, **kwargs):
+        super().__init__(**kwargs)
+        self.url = url
+        self.payload = payload
+        self.timeout = timeout
+
+    def notify(self, context) -> None:
+        import urllib.request
+
+        body = json.dumps(self.payload or alert_payload(context), default=str).encode()
+        request = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - operator-set URL
+            response.read()
+
+
+def _channels() -> list[str]:
+    wanted = [c.strip().lower() for c in os.environ.get("INFERENCE_ALERT_CHANNELS", "").split(",") if c.strip()]
+    unknown = [c for c in wanted if c not in CHANNELS]
+    if unknown:
+        log.error("INFERENCE_ALERT_CHANNELS has unknown channel(s) %s; known: %s", unknown, ", ".join(CHANNELS))
+    return [c for c in wanted if c in CHANNELS]
+
+
+def notifiers_for(payload: dict[str, Any]) -> list[BaseNotifier]:
+    """The configured channels' notifiers, each carrying the same safe payload."""
+    out: list[BaseNotifier] = []
+    for channel in _channels():
+        if channel == "email":
+            from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+            to = [a.strip() for a in os.environ.get("INFERENCE_ALERT_EMAIL_TO", "").split(",") if a.strip()]
+            if not to:
+                log.error("alert channel email needs INFERENCE_ALERT_EMAIL_TO")
+                continue
+            body = "<pre>" + html.escape(text_of(payload)) + "</pre>"
+            out.append(
+                SmtpNotifier(
+                    to=to,
+                    from_email=os.environ.get("INFERENCE_ALERT_EMAIL_FROM") or None,
+                    subject=subject_of(payload),
+                    html_content=body,
+                    smtp_conn_id=os.environ.get("INFERENCE_ALERT_SMTP_CONN_ID") or "smtp_default",
+                )
+            )
+        elif channel == "slack":
+            from airflow.providers.slack.notifications.slack_webhook import SlackWebhookNotifier
+
+            conn_id = os.environ.get("INFERENCE_ALERT_SLACK_CONN_ID") or "slack_webhook_default"
+            out.append(SlackWebhookNotifier(slack_webhook_conn_id=conn_id, text=text_of(payload)))
+        elif channel == "webhook":
+            url = os.environ.get("INFERENCE_ALERT_WEBHOOK_URL")
+            if not url:
+                log.error("alert channel webhook needs INFERENCE_ALERT_WEBHOOK_URL")
+                continue
+            out.append(JsonWebhookNotifier(url=url, payload=payload))
+    return out
+
+
+class TicketInferenceAlert(BaseNotifier):
+    """The one callback the DAG registers; fans out to the configured channels at alert time.
+
+    A channel that fails is logged (by error class) and does not stop the others.
+    """
+
+    def notify(self, context) -> None:
+        payload = alert_payload(context)
+        log.error("ALERT %s", json.dumps(payload, default=str))
+        for notifier in notifiers_for(payload):
+            try:
+                notifier.notify(_safe_context(context))
+            except Exception as exc:  # noqa: BLE001 - one broken channel must not silence the others
+                log.error("alert channel %s failed: %s", type(notifier).__name__, type(exc).__name__)
+
+
+def _safe_context(context) -> dict[str, Any]:
+    """Provider notifiers render templates against the context: give them no exception text."""
+    safe = dict(context)
+    safe.pop("exception", None)
+    return safe
