@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-fast lint format constraints clean
+.PHONY: help install demo airflow test test-fast lint format constraints clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ install: $(STAMP) ## create .venv and install the project with its test and dev 
 
 demo: $(STAMP) ## seed a backlog into SQLite and run the real DAG once (airflow dags test), print the summary
 	./scripts/demo.sh
+
+airflow: $(STAMP) ## a local Airflow (standalone) with this DAG, pool gpu, the tickets DB connection; prints the login
+	./scripts/airflow-local.sh
 
 test: $(STAMP) ## the whole test suite (PostgreSQL found or started by the tests; see README)
 	$(PY) -m pytest

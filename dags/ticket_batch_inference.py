@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import datetime as dt
 
-from airflow.sdk import CronDataIntervalTimetable, TriggerRule, dag, task
+from airflow.sdk import (
+    AsyncCallback,
+    CronDataIntervalTimetable,
+    DeadlineAlert,
+    DeadlineReference,
+    TriggerRule,
+    dag,
+    task,
+)
 
 from inference_airflow import routing
 from inference_airflow import tasks as steps
-from inference_airflow.alerts import TicketInferenceAlert
+from inference_airflow.alerts import TicketInferenceAlert, run_deadline_missed
 from inference_airflow.params import PARAMS
 
 
@@ -35,6 +43,13 @@ from inference_airflow.params import PARAMS
     },
     tags=["inference", "tickets"],
     params=PARAMS,
+    deadline=DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=dt.timedelta(minutes=routing.RUN_DEADLINE_MINUTES),
+        callback=AsyncCallback(run_deadline_missed),
+    )
+    if routing.RUN_DEADLINE_MINUTES
+    else None,
     doc_md=__doc__,
 )
 def ticket_batch_inference():

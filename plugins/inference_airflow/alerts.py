@@ -143,6 +143,37 @@ class TicketInferenceAlert(BaseNotifier):
                 log.error("alert channel %s failed: %s", type(notifier).__name__, type(exc).__name__)
 
 
+async def run_deadline_missed(**kwargs) -> None:
+    """Deadline Alert callback (runs in the triggerer): the run is still not finished.
+
+    Importable by the triggerer from the plugins folder; sends through the same channels.
+    """
+    import asyncio
+
+    context = kwargs.get("context") or {}
+    dag_run = context.get("dag_run") or {}
+    deadline = context.get("deadline") or {}
+    get = dag_run.get if isinstance(dag_run, dict) else lambda k: getattr(dag_run, k, None)
+    payload = {
+        "event": "run_deadline_missed",
+        "dag_id": get("dag_id"),
+        "run_id": get("run_id") or get("dag_run_id"),
+        "task_id": None,
+        "map_index": None,
+        "try_number": None,
+        "logical_date": str(get("logical_date")) if get("logical_date") else None,
+        "error_class": "DeadlineMissed",
+        "deadline": str(deadline.get("deadline_time")) if isinstance(deadline, dict) else None,
+        "log_url": None,
+    }
+    log.error("ALERT %s", json.dumps(payload, default=str))
+    for notifier in notifiers_for(payload):
+        try:
+            await asyncio.to_thread(notifier.notify, {"dag_run": dag_run})
+        except Exception as exc:  # noqa: BLE001 - one broken channel must not silence the others
+            log.error("alert channel %s failed: %s", type(notifier).__name__, type(exc).__name__)
+
+
 def _safe_context(context) -> dict[str, Any]:
     """Provider notifiers render templates against the context: give them no exception text."""
     safe = dict(context)

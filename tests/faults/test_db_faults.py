@@ -1,0 +1,165 @@
+"""Database faults during load_results on a real PostgreSQL: connections cut through a TCP proxy (mid-upsert,
+mid-message, at COMMIT) and an error on the Nth statement for every N. Each page is all-or-nothing and a
+rerun converges to the fault-free result."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import psycopg2
+import pytest
+import sqlalchemy as sa
+
+import inference.pipeline.runtime
+import inference.store.db
+from inference.pipeline import infer_shard, load_results, plan_run
+from inference.store.db import DatabaseUnavailable
+from inference.window import window_for_date
+
+WINDOW = window_for_date(dt.date(2026, 11, 30))
+RUN = "run-db"
+N, PAGE = 30, 8  # 4 pages: 8 + 8 + 8 + 6
+PAGES = -(-N // PAGE)
+UPSERT = b"INSERT INTO ticket_results"
+COMMIT = b"COMMIT\x00"
+DB_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError, DatabaseUnavailable)
+
+
+@dataclasses.dataclass
+class StagedRun:
+    settings: object
+    order: list[str]  # staged ticket IDs in load order
+    restore: object  # puts the tables back as they were after infer, before load
+    reference: dict  # the tables after a fault-free load
+
+
+@pytest.fixture
+def staged(pg_settings, add_tickets, model, view, snapshot) -> StagedRun:
+    """30 tickets planned and inferred (staged), the fault-free load's outcome, and a way back to before it."""
+    settings = pg_settings(chunk_size=PAGE)
+    ids = add_tickets(N)
+    for shard in plan_run(settings, RUN, WINDOW):
+        infer_shard(settings, RUN, shard["shard"], model=model)
+    order = view.staging_order(RUN)
+    assert sorted(order) == sorted(ids)
+    before = snapshot()
+    load_results(settings, RUN)
+    reference = view.final_state(RUN)
+    assert len(reference["results"]) == N and reference["staging"] == [] and reference["failures"] == []
+    assert {status for status, _, _ in reference["items"].values()} == {"succeeded"}
+    before.restore()
+    return StagedRun(settings, order, before.restore, reference)
+
+
+def via(proxy, settings):
+    return dataclasses.replace(settings, db_url=proxy.url(settings.db_url))
+
+
+def test_the_proxy_is_transparent(staged, pg_proxy, view):
+    load_results(via(pg_proxy, staged.settings), RUN)
+    assert pg_proxy.cuts == 0
+    assert sum(q.startswith(UPSERT) for q in pg_proxy.queries) == PAGES
+    assert sum(q == COMMIT for q in pg_proxy.queries) == PAGES  # one transaction per page
+    assert view.final_state(RUN) == staged.reference
+
+
+@pytest.mark.parametrize(
+    ("where", "pages_committed"),
+    [
+        ("after page 2's upsert reached the server", 1),
+        ("before page 3's upsert reached the server", 2),
+        ("at 35% of the load's bytes", None),
+        ("at 60% of the load's bytes", None),
+        ("at 85% of the load's bytes", None),
+    ],
+)
+def test_connection_cut_mid_load(staged, pg_proxy, view, query_rule, check_pages, where, pages_committed):
+    through_proxy = via(pg_proxy, staged.settings)
+    if "byte" in where:
+        load_results(through_proxy, RUN)  # measure a fault-free load's client bytes
+        total = pg_proxy.client_bytes
+        staged.restore()
+        share = int(where.split("%")[0].rsplit(" ", 1)[1]) / 100
+        pg_proxy.reset(cut_at_byte=int(total * share))
+    elif where.startswith("after"):
+        pg_proxy.reset(rule=query_rule(UPSERT, 2, "cut_after"))
+    else:
+        pg_proxy.reset(rule=query_rule(UPSERT, 3, "cut_before"))
+
+    with pytest.raises(DB_ERRORS):
+        load_results(through_proxy, RUN)
+
+    assert pg_proxy.cuts == 1
+    committed = check_pages(RUN, staged.order, PAGE)  # whole pages or nothing, states match the rows
+    if pages_committed is not None:
+        assert committed == pages_committed
+    assert committed < PAGES, "the cut came before the load had finished"
+
+    load_results(staged.settings, RUN)  # the retry, on a healthy connection
+    assert view.final_state(RUN) == staged.reference
+
+
+@pytest.mark.parametrize("when", ["cut_before", "cut_after"])
+def test_connection_lost_at_commit(staged, pg_proxy, view, query_rule, check_pages, when):
+    """cut_before: COMMIT never reaches the server (page rolled back). cut_after: the server commits but the
+    client never hears it, the ambiguous case: load raises although page 2 is in."""
+    pg_proxy.reset(rule=query_rule(COMMIT, 2, when))
+
+    with pytest.raises(DB_ERRORS):
+        load_results(via(pg_proxy, staged.settings), RUN)
+
+    assert pg_proxy.cuts == 1
+    assert check_pages(RUN, staged.order, PAGE) == (1 if when == "cut_before" else 2)
+
+    load_results(staged.settings, RUN)
+    assert view.final_state(RUN) == staged.reference
+
+
+class NthStatementFault:
+    """Raises OperationalError from the driver path on the Nth cursor execution of engines made while armed."""
+
+    def __init__(self):
+        self.fail_at: int | None = None
+        self.count = 0
+        self.real_make_engine = inference.store.db.make_engine
+
+    def make_engine(self, url, **kwargs):
+        engine = self.real_make_engine(url, **kwargs)
+        sa.event.listen(engine, "before_cursor_execute", self._before_cursor_execute)
+        return engine
+
+    def _before_cursor_execute(self, conn, cursor, statement, parameters, context, executemany):
+        self.count += 1
+        if self.count == self.fail_at:
+            raise sa.exc.OperationalError(
+                statement, parameters, psycopg2.OperationalError("injected: server closed the connection")
+            )
+
+    def arm(self, fail_at: int | None) -> None:
+        self.fail_at, self.count = fail_at, 0
+
+
+def test_error_on_the_nth_statement_of_load_for_every_n(staged, monkeypatch, view, check_pages):
+    fault = NthStatementFault()
+    monkeypatch.setattr(inference.store.db, "make_engine", fault.make_engine)
+    monkeypatch.setattr(inference.pipeline.runtime, "make_engine", fault.make_engine)  # what Runtime calls
+
+    fault.arm(None)
+    load_results(staged.settings, RUN)
+    total = fault.count
+    assert view.final_state(RUN) == staged.reference
+    assert total > 5 * PAGES  # every page reads, upserts, settles item states and unstages
+
+    committed = {}
+    for n in range(1, total + 1):
+        staged.restore()
+        fault.arm(n)
+        with pytest.raises(DB_ERRORS):
+            load_results(staged.settings, RUN)
+        committed[n] = check_pages(RUN, staged.order, PAGE)
+        fault.arm(None)
+        load_results(staged.settings, RUN)
+        assert view.final_state(RUN) == staged.reference, f"no convergence after a fault on statement {n}"
+    # the faults landed before, inside and after every page's transaction
+    assert set(committed.values()) == set(range(PAGES + 1))
