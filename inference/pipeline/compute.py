@@ -59,30 +59,50 @@ class ChunkOutcome:
     seconds: float = 0.0
 
 
-def compute_chunk(
-    model: Model, run_id: str, ticket_ids: Sequence[str], current: dict[str, SourceTicket]
-) -> ChunkOutcome:
-    outcome = ChunkOutcome()
+@dataclass
+class PreparedChunk:
+    """CPU-side work done ahead of the model (on the prefetch thread): text policy, hashing, tokens."""
+
+    ticket_ids: list[str]
+    skipped: dict[str, list[str]]
+    tickets: list[SourceTicket]
+    hashes: list[str]
+    cut: list[bool]
+    ids: list[list[int]]
+    truncated: list[bool]
+
+
+def prepare_chunk(model: Model, ticket_ids: Sequence[str], current: dict[str, SourceTicket]) -> PreparedChunk:
     max_chars = max_chars_for(model.encoder.loaded.max_length)
-    todo: list[tuple[SourceTicket, str, bool]] = []
+    skipped: dict[str, list[str]] = {}
+    tickets, texts, cuts = [], [], []
     for ticket_id in ticket_ids:
         ticket = current.get(ticket_id)
         if ticket is None:
-            outcome.skipped.setdefault(SKIP_DELETED, []).append(ticket_id)
+            skipped.setdefault(SKIP_DELETED, []).append(ticket_id)
             continue
         text, cut = model_input(ticket.subject, ticket.body, max_chars)
         if text is None:
-            outcome.skipped.setdefault(SKIP_EMPTY, []).append(ticket_id)
+            skipped.setdefault(SKIP_EMPTY, []).append(ticket_id)
             continue
-        todo.append((ticket, text, cut))
-    if not todo:
-        return outcome
+        tickets.append(ticket)
+        texts.append(text)
+        cuts.append(cut)
+    ids, truncated = model.encoder.tokenize(texts) if texts else ([], [])
+    hashes = [content_hash(t.subject, t.body) for t in tickets]
+    return PreparedChunk(list(ticket_ids), skipped, tickets, hashes, cuts, ids, truncated)
 
-    out = model.encoder.encode([text for _, text, _ in todo])
+
+def run_chunk(model: Model, run_id: str, prepared: PreparedChunk) -> ChunkOutcome:
+    """The model pass and the heads; outputs are matched to tickets by position in `prepared`."""
+    outcome = ChunkOutcome(skipped={k: list(v) for k, v in prepared.skipped.items()})
+    if not prepared.tickets:
+        return outcome
+    out = model.encoder.encode_ids(prepared.ids, prepared.truncated)
     labels, scores = model.category(out.embeddings)
     now = utcnow()
-    for k, (ticket, _, cut) in enumerate(todo):
-        digest = content_hash(ticket.subject, ticket.body)
+    for k, ticket in enumerate(prepared.tickets):
+        digest = prepared.hashes[k]
         error = out.errors.get(k)
         if error:
             outcome.failures.append(Failure(ticket.ticket_id, digest, error, RETRYABLE[error], message_for(error)))
@@ -97,10 +117,16 @@ def compute_chunk(
                 embedding=embedding_to_bytes(out.embeddings[k]),
                 category=labels[k],
                 category_score=float(scores[k]),
-                truncated=bool(cut or out.truncated[k]),
+                truncated=bool(prepared.cut[k] or out.truncated[k]),
                 input_tokens=out.tokens[k],
                 created_at=now,
             )
         )
     outcome.real_tokens, outcome.padded_tokens, outcome.seconds = out.real_tokens, out.padded_tokens, out.seconds
     return outcome
+
+
+def compute_chunk(
+    model: Model, run_id: str, ticket_ids: Sequence[str], current: dict[str, SourceTicket]
+) -> ChunkOutcome:
+    return run_chunk(model, run_id, prepare_chunk(model, ticket_ids, current))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+
 from inference.config import Settings
 from inference.errors import PROCESS_CRASH, RETRYABLE, message_for
 from inference.options import options_from_record
 from inference.pipeline import compute
-from inference.pipeline.compute import ChunkOutcome, Model
+from inference.pipeline.compute import ChunkOutcome, Model, PreparedChunk
 from inference.pipeline.load_step import load_staged
+from inference.pipeline.overlap import WriteBehind, prefetched
 from inference.pipeline.runtime import Runtime, log
 from inference.store import runs
 from inference.store.db import writing
@@ -47,7 +51,15 @@ def commit(rt: Runtime, run_id: str, version: str, outcome: ChunkOutcome) -> Non
         runs.add_run_metrics(conn, run_id, outcome.real_tokens, outcome.padded_tokens, outcome.seconds)
 
 
+_TALLY = threading.Lock()  # the write-behind thread and the main thread both count
+
+
 def _tally(totals: dict, outcome: ChunkOutcome) -> None:
+    with _TALLY:
+        _count(totals, outcome)
+
+
+def _count(totals: dict, outcome: ChunkOutcome) -> None:
     totals["staged"] += len(outcome.staged)
     totals["failed"] += len(outcome.failures)
     totals["skipped"] += sum(len(v) for v in outcome.skipped.values())
@@ -81,13 +93,29 @@ def _crashed_too_often(rt: Runtime, run_id: str, version: str, ticket_id: str, t
         RETRYABLE[PROCESS_CRASH],
         message_for(PROCESS_CRASH),
     )
-    commit(rt, run_id, version, ChunkOutcome(failures=[failure]))
-    totals["failed"] += 1
+    outcome = ChunkOutcome(failures=[failure])
+    commit(rt, run_id, version, outcome)
+    _tally(totals, outcome)
+
+
+def _pages(rt: Runtime, model: Model, run_id: str, shard: int) -> Iterator[tuple[list[tuple[str, int]], PreparedChunk]]:
+    """The shard's pending pages, with the never-attempted items read and tokenized (prefetch thread)."""
+    after = ""
+    while True:
+        with rt.engine.connect() as conn:
+            page = runs.pending_items(conn, run_id, shard, after, rt.settings.chunk_size)
+            if not page:
+                return
+            fresh = [ticket_id for ticket_id, attempts in page if attempts == 0]
+            current = rt.source.by_ids(conn, fresh) if fresh else {}
+        yield page, compute.prepare_chunk(model, fresh, current)
+        after = page[-1][0]
 
 
 def infer_shard(settings: Settings, run_id: str, shard: int, model: Model | None = None) -> dict:
     """Works through the shard's still-planned items in ticket_id order, one committed chunk at a time.
 
+    Reading and tokenizing the next chunk, and writing the previous one, overlap with the model.
     A rerun (after a kill, or a second copy running at once) only sees what is still planned.
     Items a dead process had taken to the model are redone one at a time, so an item that kills the
     process is isolated; after INFERENCE_MAX_ATTEMPTS such deaths it is dead-lettered unseen.
@@ -95,21 +123,25 @@ def infer_shard(settings: Settings, run_id: str, shard: int, model: Model | None
     with Runtime(settings) as rt:
         model = checked_model(rt, run_id, model)
         totals = _new_totals()
-        after = ""
-        while True:
-            with rt.engine.connect() as conn:
-                page = runs.pending_items(conn, run_id, shard, after, settings.chunk_size)
-            if not page:
-                break
-            for ticket_id, attempts in page:
-                if attempts >= settings.max_attempts:
-                    _crashed_too_often(rt, run_id, model.version, ticket_id, totals)
-                elif attempts > 0:
-                    process(rt, model, run_id, [ticket_id], totals)
-            fresh = [ticket_id for ticket_id, attempts in page if attempts == 0]
-            if fresh:
-                process(rt, model, run_id, fresh, totals)
-            after = page[-1][0]
+
+        def write(outcome: ChunkOutcome) -> None:
+            commit(rt, run_id, model.version, outcome)
+            _tally(totals, outcome)
+
+        writer = WriteBehind(write)
+        try:
+            for page, prepared in prefetched(_pages(rt, model, run_id, shard)):
+                for ticket_id, attempts in page:
+                    if attempts >= settings.max_attempts:
+                        _crashed_too_often(rt, run_id, model.version, ticket_id, totals)
+                    elif attempts > 0:
+                        process(rt, model, run_id, [ticket_id], totals)
+                if prepared.ticket_ids:
+                    with writing(rt.engine) as conn:
+                        runs.claim(conn, run_id, prepared.ticket_ids)
+                    writer.submit(compute.run_chunk(model, run_id, prepared))
+        finally:
+            writer.close()
         log.info(
             "run %s shard %d: %d staged, %d failed, %d skipped, %d tokens in %.1fs",
             run_id,
