@@ -17,6 +17,7 @@ DEFAULT_DB_FILE = Path(".data") / "tickets.db"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # use with fullmatch
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+QUANTIZE = ("none", "int8")
 
 
 class ConfigError(ValueError):
@@ -90,6 +91,9 @@ class Settings:
     max_attempts: int = 3
     max_failure_rate: float = 0.05
     taxonomy_file: str | None = None
+    threads: int = 0  # CPU threads for the model; 0: the cores this process may use
+    compile: bool = False  # torch.compile the encoder (pays off on long runs on GPUs)
+    quantize: str = "none"  # "int8": dynamic int8 Linear layers on CPU (opt-in; see BENCHMARKS.md)
     source: SourceColumns = field(default_factory=SourceColumns)
 
     def __post_init__(self) -> None:
@@ -105,6 +109,9 @@ class Settings:
         _check_range("INFERENCE_SHARD_TOKENS", self.shard_tokens, 1_000, 10**12)
         _check_range("INFERENCE_MAX_SHARDS", self.max_shards, 1, 1024)
         _check_range("INFERENCE_MAX_ATTEMPTS", self.max_attempts, 1, 100)
+        _check_range("INFERENCE_THREADS", self.threads, 0, 1024)
+        if self.quantize not in QUANTIZE:
+            raise ConfigError(f"INFERENCE_QUANTIZE must be one of {', '.join(QUANTIZE)}, got {self.quantize!r}")
         if not 0.0 <= self.max_failure_rate <= 1.0:
             raise ConfigError(f"INFERENCE_MAX_FAILURE_RATE must be between 0 and 1, got {self.max_failure_rate!r}")
         if not self.db_url or "://" not in self.db_url:
@@ -132,6 +139,15 @@ def _int(env: Mapping[str, str], name: str, default: int | None) -> int | None:
         return int(raw)
     except ValueError:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def _bool(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigError(f"{name} must be true or false, got {raw!r}")
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -167,6 +183,9 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides) -> Sett
         max_attempts=_int(env, "INFERENCE_MAX_ATTEMPTS", 3),
         max_failure_rate=_float(env, "INFERENCE_MAX_FAILURE_RATE", 0.05),
         taxonomy_file=env.get("INFERENCE_TAXONOMY") or None,
+        threads=_int(env, "INFERENCE_THREADS", 0),
+        compile=_bool(env, "INFERENCE_COMPILE"),
+        quantize=(env.get("INFERENCE_QUANTIZE") or "none").strip().lower(),
         source=source_from_env(env),
     )
     values.update({k: v for k, v in overrides.items() if v is not None})

@@ -72,6 +72,7 @@ def heads_fingerprint(settings: Settings) -> str:
         "taxonomy": taxonomy_fingerprint(load_taxonomy(settings)),
         "max_seq_length": settings.max_seq_length,
         "pooling": "mean",
+        "quantize": settings.quantize,  # int8 changes outputs measurably; float32/bf16 do not (see BENCHMARKS.md)
     }
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
 

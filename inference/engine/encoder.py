@@ -67,6 +67,24 @@ class Encoder:
         self.max_batch_size = max_batch_size
         self.pad_multiple = pad_multiple or (8 if kind == "cuda" else 1)
 
+    def calibrate(self, start: int = 1 << 18) -> int:
+        """CUDA warm-up: the largest token budget (halving from `start`) whose worst-case batch
+        (every row at the maximum length) runs without running out of memory. Sets and returns it."""
+        length = self.loaded.max_length
+        budget = max(start, length)
+        while budget > length:
+            rows = max(1, budget // length)
+            try:
+                self.forward([[self.loaded.pad_id + 1] * length] * rows, length)
+                break
+            except Exception as exc:  # noqa: BLE001 - only out-of-memory lowers the budget
+                if not _is_oom(exc):
+                    raise
+                torch.cuda.empty_cache()
+                budget //= 2
+        self.max_batch_tokens = budget
+        return budget
+
     @property
     def dim(self) -> int:
         return self.loaded.dim
@@ -126,8 +144,10 @@ class Encoder:
             input_ids[row, : len(seq)] = seq
             mask[row, : len(seq)] = 1
         with torch.inference_mode():
-            ids_t = torch.from_numpy(input_ids).to(lm.device, non_blocking=True)
-            mask_t = torch.from_numpy(mask).to(lm.device, non_blocking=True)
+            ids_t, mask_t = torch.from_numpy(input_ids), torch.from_numpy(mask)
+            if lm.device.type == "cuda":  # pinned host memory: the copy overlaps with queued GPU work
+                ids_t = ids_t.pin_memory().to(lm.device, non_blocking=True)
+                mask_t = mask_t.pin_memory().to(lm.device, non_blocking=True)
             hidden = lm.model(input_ids=ids_t, attention_mask=mask_t).last_hidden_state
             weights = mask_t.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)

@@ -40,7 +40,21 @@ def resolve_dtype(name: str) -> torch.dtype:
     return {"auto": torch.float32, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def load_model(model_dir: str, device: str, max_seq_length: int, dtype: str = "auto") -> LoadedModel:
+def cpu_threads(requested: int) -> int:
+    """The cores this process may run on (cgroup/affinity aware), unless a number is asked for."""
+    return requested or len(os.sched_getaffinity(0))
+
+
+def load_model(
+    model_dir: str,
+    device: str,
+    max_seq_length: int,
+    dtype: str = "auto",
+    *,
+    threads: int = 0,
+    quantize: str = "none",
+    compile: bool = False,
+) -> LoadedModel:
     path = check_model_dir(model_dir)
     hf_logging.disable_progress_bar()  # task logs want one line per event, not a progress bar
     hf_tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
@@ -51,6 +65,14 @@ def load_model(model_dir: str, device: str, max_seq_length: int, dtype: str = "a
     )
     target = resolve_device(device)
     model = model.to(target).eval()
+    if target.type == "cpu":
+        torch.set_num_threads(cpu_threads(threads))
+    if quantize == "int8":
+        if target.type != "cpu":
+            raise ModelUnavailable("INFERENCE_QUANTIZE=int8 runs on CPU only: unset it for GPU workers")
+        model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    if compile:
+        model = torch.compile(model, dynamic=True)
     max_length = min(max_seq_length, getattr(model.config, "max_position_embeddings", max_seq_length))
     tokenizer = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
     tokenizer.no_padding()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -18,6 +19,8 @@ from inference.store.source import SourceTicket
 from inference.taxonomy import load_taxonomy
 from inference.textprep import content_hash, max_chars_for, model_input
 from inference.validate import embedding_to_bytes
+
+log = logging.getLogger("inference")
 
 
 @dataclass
@@ -39,13 +42,28 @@ class Model:
         enc = self.encoder
         if enc.loaded.dtype == torch.float32:
             return Model(Encoder(enc.loaded, enc.max_batch_tokens, 1, enc.pad_multiple), self.category, self.version)
-        loaded = load_model(settings.model_dir, settings.device, settings.max_seq_length, "float32")
+        loaded = _load_weights(settings, dtype="float32")
         return Model(Encoder(loaded, enc.max_batch_tokens, 1, enc.pad_multiple), self.category, self.version)
 
 
+def _load_weights(settings: Settings, dtype: str):
+    return load_model(
+        settings.model_dir,
+        settings.device,
+        settings.max_seq_length,
+        dtype,
+        threads=settings.threads,
+        quantize=settings.quantize,
+        compile=settings.compile,
+    )
+
+
 def load(settings: Settings, version: str) -> Model:
-    loaded = load_model(settings.model_dir, settings.device, settings.max_seq_length, settings.dtype)
+    loaded = _load_weights(settings, settings.dtype)
     encoder = Encoder(loaded, settings.max_batch_tokens, settings.max_batch_size)
+    if loaded.device.type == "cuda" and settings.max_batch_tokens is None:
+        budget = encoder.calibrate()
+        log.info("calibrated the GPU token budget: %d padded tokens per forward pass", budget)
     return Model(encoder, CategoryHead(load_taxonomy(settings), encoder), version)
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import sqlalchemy as sa
 
+from inference.store.bulk import copy_into_temp
 from inference.store.db import insert_for
 from inference.store.schema import ticket_results
 
@@ -50,6 +51,10 @@ def upsert_results(conn: sa.Connection, rows: Iterable[dict]) -> set[str]:
     if not rows:
         return set()
     stmt = insert_for(conn)(ticket_results)
+    if conn.dialect.name == "postgresql":  # one COPY, then one merge statement
+        twin = copy_into_temp(conn, ticket_results, rows)
+        columns = [c.name for c in ticket_results.columns]
+        stmt = stmt.from_select(columns, sa.select(*[twin.c[n] for n in columns]).order_by(twin.c.ticket_id))
     new, cur = stmt.excluded, ticket_results.c
     is_newer = sa.or_(
         cur.source_updated_at < new.source_updated_at,
@@ -63,6 +68,8 @@ def upsert_results(conn: sa.Connection, rows: Iterable[dict]) -> set[str]:
         set_={name: new[name] for name in UPDATED_ON_CONFLICT},
         where=is_newer,
     ).returning(cur.ticket_id)
+    if conn.dialect.name == "postgresql":
+        return {r[0] for r in conn.execute(stmt)}
     return {r[0] for r in conn.execute(stmt, rows)}
 
 

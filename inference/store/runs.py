@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from inference.store import schema as s
+from inference.store.bulk import copy_into_temp
 from inference.store.db import insert_for, utcnow
 from inference.window import Window
 
@@ -149,9 +150,16 @@ def skip_reasons(conn: sa.Connection, run_id: str) -> dict[str, int]:
 
 def stage(conn: sa.Connection, rows: Sequence[dict]) -> None:
     """Keyed by (run, ticket): a second copy of the same shard adds nothing."""
-    if rows:
-        stmt = insert_for(conn)(s.inference_staging).on_conflict_do_nothing(index_elements=["run_id", "ticket_id"])
-        conn.execute(stmt, list(rows))
+    if not rows:
+        return
+    stmt = insert_for(conn)(s.inference_staging)
+    if conn.dialect.name == "postgresql":
+        twin = copy_into_temp(conn, s.inference_staging, rows)
+        columns = [c.name for c in s.inference_staging.columns]
+        stmt = stmt.from_select(columns, sa.select(*[twin.c[n] for n in columns]).order_by(twin.c.ticket_id))
+        conn.execute(stmt.on_conflict_do_nothing(index_elements=["run_id", "ticket_id"]))
+    else:
+        conn.execute(stmt.on_conflict_do_nothing(index_elements=["run_id", "ticket_id"]), list(rows))
 
 
 def staged_page(conn: sa.Connection, run_id: str, after: str, limit: int) -> list[sa.Row]:

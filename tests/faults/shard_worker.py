@@ -2,9 +2,8 @@
 
 usage: python shard_worker.py RUN_ID SHARD   (settings from TICKETS_DB_URL and INFERENCE_* as deployed)
 
-Fault switches (environment):
-  FAULT_CHUNK_DELAY    seconds each chunk spends in the model on top of the real work (after its claim
-                       committed): stretches the shard so a test can kill it mid-way
+Fault switches (environment), both on the encoder's forward pass:
+  FAULT_FORWARD_DELAY  seconds added to every forward pass: stretches the shard so a test can kill it mid-way
   FAULT_KILL_ON_TOKEN  a token id: a forward pass whose batch holds it SIGKILLs this process (a poison ticket
                        that takes the worker down: segfault, OOM killer)
 Prints infer_shard's totals as one JSON line and exits 0 when the shard is done.
@@ -20,27 +19,23 @@ import time
 
 from inference.config import settings_from_env
 from inference.engine.encoder import Encoder
-from inference.pipeline import compute, infer_shard
+from inference.pipeline import infer_shard
 
 
 def main() -> int:
     run_id, shard = sys.argv[1], int(sys.argv[2])
-    delay = float(os.environ.get("FAULT_CHUNK_DELAY") or 0)
+    delay = float(os.environ.get("FAULT_FORWARD_DELAY") or 0)
     kill_token = int(os.environ["FAULT_KILL_ON_TOKEN"]) if os.environ.get("FAULT_KILL_ON_TOKEN") else None
-    real_forward, real_compute_chunk = Encoder.forward, compute.compute_chunk
+    real_forward = Encoder.forward
 
     def forward(self, batch_ids, width):
         if kill_token is not None and any(kill_token in seq for seq in batch_ids):
             os.kill(os.getpid(), signal.SIGKILL)
+        if delay:
+            time.sleep(delay)
         return real_forward(self, batch_ids, width)
 
-    def compute_chunk(*args, **kwargs):
-        time.sleep(delay)
-        return real_compute_chunk(*args, **kwargs)
-
     Encoder.forward = forward
-    if delay:
-        compute.compute_chunk = compute_chunk
     totals = infer_shard(settings_from_env(), run_id, shard)
     print(json.dumps(totals), flush=True)
     return 0

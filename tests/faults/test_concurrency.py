@@ -5,11 +5,14 @@ no deadlock, one result per ticket, equal to a run without overlap."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import numpy as np
+import pytest
 import sqlalchemy as sa
 
 from inference.options import RunOptions
+from inference.engine.encoder import Encoder
 from inference.pipeline import finish_run, infer_shard, load_results, plan_run, run_window
 from inference.store.schema import tickets
 from inference.validate import embedding_from_bytes
@@ -100,3 +103,54 @@ def test_a_backfill_overlapping_the_nightly_run_at_the_same_time(
     assert_same_results(results, reference, {"nightly", "backfill"})
     assert view.failures() == []
     assert view.staging("nightly") == view.staging("backfill") == {}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "bug: infer_step.commit() sets items to 'staged' (runs.set_items) and re-stages outputs whatever the "
+        "item's current state, so a copy of the shard that commits late (a zombie still in the model after "
+        "the other copy finished and load_results ran) turns succeeded items back into 'staged' with fresh "
+        "staging rows, and finish_run fails reconciliation"
+    ),
+)
+def test_a_late_copy_of_the_shard_cannot_undo_a_finished_load(pg_settings, add_tickets, model, view, monkeypatch):
+    n, chunk = 30, 10
+    settings = pg_settings(chunk_size=chunk)
+    ids = add_tickets(n)
+    plan_run(settings, "run-late", WINDOW)
+    in_model, release = threading.Event(), threading.Event()
+    real_forward = Encoder.forward
+
+    def forward(self, batch_ids, width):
+        if threading.current_thread().name == "late-copy":  # this copy stalls in the model (a slow or stuck device)
+            in_model.set()
+            assert release.wait(60)
+        return real_forward(self, batch_ids, width)
+
+    monkeypatch.setattr(Encoder, "forward", forward)
+    late: dict = {}
+
+    def late_copy() -> None:
+        try:
+            late["totals"] = infer_shard(settings, "run-late", 0, model=model)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            late["error"] = exc
+
+    thread = threading.Thread(target=late_copy, name="late-copy")
+    thread.start()
+    try:
+        assert in_model.wait(60), "the late copy never reached the model"
+        infer_shard(settings, "run-late", 0, model=model)  # the other copy does the whole shard...
+        load_results(settings, "run-late")  # ...and the DAG moves on
+        assert set(view.statuses("run-late").values()) == {"succeeded"}
+    finally:
+        release.set()
+        thread.join(60)
+    assert "error" not in late, late.get("error")
+
+    summary = finish_run(settings, "run-late")
+    assert (summary["status"], summary["succeeded"]) == ("succeeded", n)
+    assert set(view.statuses("run-late").values()) == {"succeeded"}
+    assert view.staging("run-late") == {}
+    assert sorted(view.results()) == sorted(ids)

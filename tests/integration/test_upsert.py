@@ -109,3 +109,16 @@ def test_concurrent_overlapping_upserts_converge(pg_engine):
     final = stored(pg_engine)
     assert len(final) == 400
     assert {r.content_hash for r in final.values()} == {f"{7:064x}"}
+
+
+def test_bulk_path_keeps_awkward_values_exact(db_engine):
+    """PostgreSQL writes through COPY: tabs, newlines, backslashes and NUL-free unicode survive."""
+    awkward = ["a\tb", "line\nbreak", "back\\slash", "\\N", "emoji-😀-עברית", "quote\"'"]
+    rows = [row(t) for t in awkward]
+    rows[0]["model_version"] = "m@1\\x00"
+    assert upsert(db_engine, rows) == set(awkward)
+    got = stored(db_engine)
+    assert set(got) == set(awkward)
+    assert got["a\tb"].model_version == "m@1\\x00"
+    assert all(got[t].embedding == r["embedding"] for t, r in zip(awkward, rows, strict=True))
+    assert all(got[t].source_updated_at == T0 for t in awkward)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -106,7 +105,8 @@ def expected_model_text(subject: str | None, body: str | None, max_seq_length: i
 
 
 class EncodeSpy:
-    """Every text handed to Encoder.encode (the only way text reaches the model), in call order."""
+    """Every text handed to Encoder.tokenize, in call order: text reaches the model only through it
+    (Encoder.encode tokenizes too, and infer_shard tokenizes ahead of the model on its prefetch thread)."""
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
@@ -115,18 +115,15 @@ class EncodeSpy:
     def texts(self) -> list[str]:
         return [t for call in self.calls for t in call]
 
-    def saw_any(self, needles: Iterable[str]) -> bool:
-        return any(n in t for n in needles for t in self.texts)
-
 
 @pytest.fixture
 def encoded(monkeypatch) -> EncodeSpy:
     spy = EncodeSpy()
-    real_encode = Encoder.encode
+    real_tokenize = Encoder.tokenize
 
-    def encode(self, texts):
+    def tokenize(self, texts):
         spy.calls.append(list(texts))
-        return real_encode(self, texts)
+        return real_tokenize(self, texts)
 
-    monkeypatch.setattr(Encoder, "encode", encode)
+    monkeypatch.setattr(Encoder, "tokenize", tokenize)
     return spy

@@ -1,0 +1,655 @@
+"""A real Airflow, run the way operators run it: separate scheduler, dag-processor, API server and triggerer
+processes (LocalExecutor) on a fresh PostgreSQL metadata database, all on 127.0.0.1, started once per session.
+
+Everything a test needs from outside is set up before Airflow starts, because the components read their
+environment at start: the tickets database (seeded with the CLI for fixed past dates), alert receivers
+(aiosmtpd for e-mail, one HTTP server for the JSON webhook and the Slack incoming webhook), the login of the
+simple auth manager, and a cluster policy (airflow_local_settings.py) that gives the task instances of runs
+whose run ID starts with NO_RETRY_PREFIX no retries: the DAG's own retries (2, one minute apart) would make a
+test of a killed task wait minutes for its alert.
+
+Teardown kills every process group the session started, and every process that still carries this
+session's AIRFLOW_HOME in its environment (task runners make their own process groups), also when a test
+failed or the session was interrupted. Component logs are attached to the report of a failing test.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime as dt
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent  # the venv's bin: `airflow`, and `python` for the CLI
+DAG_ID = "ticket_batch_inference"
+USER, PASSWORD = "operator", "op-" + secrets.token_urlsafe(9)
+COMPONENTS = ("scheduler", "dag-processor", "api-server", "triggerer")
+NO_RETRY_PREFIX = "noretry__"
+CHUNK_SIZE = 8  # INFERENCE_CHUNK_SIZE for the whole session: small chunks make infer_shard commit often
+ALERT_TO = "oncall@example.test"
+TEXT_CANARY = "CANARYTEXT9f3e"
+
+# Tests use fixed past dates (the DAG starts 2026-01-01) and seed their own tickets with the CLI. Unpausing
+# the DAG creates one scheduled run for the latest complete interval (yesterday): the tests seed nothing near
+# it and ignore that run.
+
+LOCAL_SETTINGS = f'''
+"""Test cluster policy: task instances of runs named {NO_RETRY_PREFIX}* get no retries."""
+
+
+def task_instance_mutation_hook(task_instance, dag_run=None):
+    if str(getattr(task_instance, "run_id", "") or "").startswith("{NO_RETRY_PREFIX}"):
+        task_instance.max_tries = 0
+'''
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- alert receivers -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Received:
+    channel: str  # email, slack, webhook
+    body: bytes
+    meta: dict = field(default_factory=dict)
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+class Receivers:
+    """aiosmtpd for e-mail; one HTTP server for the JSON webhook (/webhook) and Slack (/slack/...)."""
+
+    def __init__(self):
+        self.messages: list[Received] = []
+        self.lock = threading.Lock()
+        self.smtp_port = _free_port()
+        self._smtp = None
+        self._http = None
+
+    def add(self, msg: Received) -> None:
+        with self.lock:
+            self.messages.append(msg)
+
+    def all(self, channel: str | None = None) -> list[Received]:
+        with self.lock:
+            return [m for m in self.messages if channel in (None, m.channel)]
+
+    def start(self) -> None:
+        from aiosmtpd.controller import Controller
+
+        receivers = self
+
+        class SmtpHandler:
+            async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's name
+                receivers.add(
+                    Received(
+                        "email",
+                        envelope.original_content or envelope.content,
+                        {"from": envelope.mail_from, "to": list(envelope.rcpt_tos)},
+                    )
+                )
+                return "250 Message accepted for delivery"
+
+        self._smtp = Controller(SmtpHandler(), hostname="127.0.0.1", port=self.smtp_port)
+        self._smtp.start()
+
+        class HttpHandler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                channel = "slack" if self.path.startswith("/slack/") else "webhook"
+                receivers.add(Received(channel, body, {"path": self.path, "type": self.headers.get("Content-Type")}))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                self.wfile.write(b"ok")  # what Slack answers
+
+            def log_message(self, *args):
+                pass
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), HttpHandler)
+        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        self.http_port = self._http.server_port
+
+    def stop(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+        if self._smtp is not None:
+            self._smtp.stop()
+
+    def env(self) -> dict[str, str]:
+        """What Airflow needs to send alerts to these receivers (all three channels)."""
+        smtp = {
+            "conn_type": "smtp",
+            "host": "127.0.0.1",
+            "port": self.smtp_port,
+            "extra": {
+                "disable_tls": True,
+                "disable_ssl": True,
+                "from_email": "airflow@example.test",
+                "timeout": 10,
+                "retry_limit": 0,
+            },
+        }
+        slack = {
+            "conn_type": "slackwebhook",
+            "host": f"http://127.0.0.1:{self.http_port}/slack",
+            "password": "T0TEST/B0TEST/xxxxxxxxxxxxxxxxxxxxxxxx",
+        }
+        return {
+            "INFERENCE_ALERT_CHANNELS": "email,slack,webhook",
+            "INFERENCE_ALERT_EMAIL_TO": ALERT_TO,
+            "INFERENCE_ALERT_WEBHOOK_URL": f"http://127.0.0.1:{self.http_port}/webhook",
+            "AIRFLOW_CONN_SMTP_DEFAULT": json.dumps(smtp),
+            "AIRFLOW_CONN_SLACK_WEBHOOK_DEFAULT": json.dumps(slack),
+        }
+
+
+@pytest.fixture(scope="session")
+def receivers():
+    r = Receivers()
+    r.start()
+    yield r
+    r.stop()
+
+
+# --- the Airflow service ---------------------------------------------------------------------------------
+
+
+class AirflowError(AssertionError):
+    pass
+
+
+@dataclass
+class AirflowService:
+    home: Path
+    env: dict[str, str]
+    port: int
+    tickets_url: str  # SQLAlchemy URL of the tickets database
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    token: str = ""
+    started_runs: list[str] = field(default_factory=list)  # for failure reports
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # processes
+
+    def start(self, name: str, *args: str) -> None:
+        out = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        self.procs[name] = subprocess.Popen(
+            [str(BIN / "airflow"), *args],
+            env=self.env,
+            cwd=self.home,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group (and session), killed as a whole
+        )
+        out.close()
+
+    def check_alive(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise AirflowError(f"airflow {name} exited with {proc.returncode}\n{self.log_tail(name)}")
+
+    def cli(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [str(BIN / "airflow"), *args],
+            env=self.env,
+            cwd=self.home,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=True,
+        )
+        if check and proc.returncode != 0:
+            raise AirflowError(
+                f"airflow {' '.join(args)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
+        return proc
+
+    def log_tail(self, name: str, chars: int = 4000) -> str:
+        path = self.home / f"{name}.log"
+        if not path.exists():
+            return f"({path} does not exist)"
+        text = path.read_text("utf-8", "replace")
+        return f"--- {path} (last {chars} chars) ---\n{text[-chars:]}"
+
+    def task_logs(self, run_id: str, chars: int = 3000) -> str:
+        parts = []
+        for path in sorted((self.home / "logs").glob(f"dag_id={DAG_ID}/run_id={run_id}/**/*.log")):
+            text = path.read_text("utf-8", "replace")
+            parts.append(f"--- {path.relative_to(self.home)} ---\n{text[-chars:]}")
+        return "\n".join(parts) or f"(no task logs for run {run_id})"
+
+    def report(self) -> str:
+        parts = [self.log_tail(name) for name in COMPONENTS]
+        parts += [self.task_logs(run_id) for run_id in self.started_runs[-4:]]
+        return "\n".join(parts)
+
+    # REST API
+
+    def api(self, method: str, path: str, *, auth: bool = True, **kwargs):
+        import httpx
+
+        headers = dict(kwargs.pop("headers", None) or {})
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return httpx.request(method, self.base_url + path, headers=headers, timeout=30, **kwargs)
+
+    def login(self) -> str:
+        r = self.api("POST", "/auth/token", auth=False, json={"username": USER, "password": PASSWORD})
+        if r.status_code != 201:
+            raise AirflowError(f"POST /auth/token answered {r.status_code}: {r.text}")
+        self.token = r.json()["access_token"]
+        return self.token
+
+    def trigger(self, conf: dict, *, run_id: str | None = None, logical_date: str | None = None) -> dict:
+        """POST a manual run; returns the JSON of the created run (asserts 200)."""
+        body = {"logical_date": logical_date, "conf": conf}
+        if run_id:
+            body["dag_run_id"] = run_id
+        r = self.api("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", json=body)
+        assert r.status_code == 200, f"trigger answered {r.status_code}: {r.text}"
+        run = r.json()
+        self.started_runs.append(run["dag_run_id"])
+        return run
+
+    def run(self, run_id: str) -> dict:
+        r = self.api("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}")
+        assert r.status_code == 200, f"GET run {run_id}: {r.status_code} {r.text}"
+        return r.json()
+
+    def wait_run(self, run_id: str, timeout: float = 150, states=("success", "failed")) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.run(run_id)
+            if run["state"] in states:
+                return run
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise AirflowError(
+                    f"run {run_id} is still {run['state']} after {timeout:.0f}s; tasks: {self.task_states(run_id)}"
+                )
+            time.sleep(1)
+
+    def task_instances(self, run_id: str) -> list[dict]:
+        r = self.api("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances", params={"limit": 1000})
+        assert r.status_code == 200, r.text
+        return r.json()["task_instances"]
+
+    def task_states(self, run_id: str) -> dict[str, str | None]:
+        out = {}
+        for ti in self.task_instances(run_id):
+            key = ti["task_id"] if ti["map_index"] in (-1, None) else f"{ti['task_id']}[{ti['map_index']}]"
+            out[key] = ti["state"]
+        return out
+
+    # tickets database
+
+    def engine(self):
+        from inference.store.db import make_engine
+
+        return make_engine(self.tickets_url)
+
+
+def _create_database(admin_url: str, name: str) -> str:
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    return sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+def _drop_database(admin_url: str, name: str) -> None:
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+def _ours(proc, home: str) -> bool:
+    try:
+        return proc.environ().get("AIRFLOW_HOME") == home
+    except Exception:  # noqa: BLE001 - gone, zombie or not readable
+        return False
+
+
+def kill_everything(svc: AirflowService) -> list[str]:
+    """SIGTERM then SIGKILL to every process group started, and to every process that still has this
+    session's AIRFLOW_HOME (task runners and their supervisors set up process groups of their own).
+    Returns a description of what had to be killed after the grace period."""
+    import psutil
+
+    home = str(svc.home)
+    groups = set()
+    for proc in svc.procs.values():
+        groups.add(proc.pid)  # start_new_session: pgid == pid
+        try:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                groups.add(os.getpgid(child.pid))
+        except (psutil.Error, ProcessLookupError):
+            pass
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + 20
+    for proc in svc.procs.values():
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    leftovers = []
+    for _ in range(3):
+        for pgid in groups:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        strays = [p for p in psutil.process_iter(["pid", "name"]) if p.pid != os.getpid() and _ours(p, home)]
+        if not strays:
+            break
+        for p in strays:
+            leftovers.append(f"{p.pid} {' '.join(p.cmdline()[:4]) if p.is_running() else p.info['name']}")
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(strays, timeout=5)
+    for proc in svc.procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    return leftovers
+
+
+@pytest.fixture(scope="session")
+def airflow(pg_admin_url, receivers, tmp_path_factory):
+    """The running Airflow: API logged in, DAG parsed and unpaused, tickets seeded. Torn down at the end."""
+    import sqlalchemy as sa
+
+    import importlib.util
+
+    if importlib.util.find_spec("asyncpg") is None:
+        pytest.fail(
+            "Airflow 3 on a PostgreSQL metadata database needs the asyncpg driver (its async engine), which the "
+            "project's airflow extra does not pull in: pip install asyncpg (or apache-airflow[postgres])"
+        )
+    started = time.monotonic()
+    home = tmp_path_factory.mktemp("airflow-home")
+    suffix = f"{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    meta_db, tickets_db = f"svc_airflow_{suffix}", f"svc_tickets_{suffix}"
+    meta_url = _create_database(pg_admin_url, meta_db)
+    dbs = [meta_db]
+    svc = None
+    try:
+        tickets_url = _create_database(pg_admin_url, tickets_db)
+        dbs.append(tickets_db)
+        t = sa.make_url(tickets_url)
+        (home / "config").mkdir()
+        (home / "config" / "airflow_local_settings.py").write_text(LOCAL_SETTINGS)
+        passwords = home / "passwords.json"
+        passwords.write_text(json.dumps({USER: PASSWORD}))
+        port = _free_port()
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "INFERENCE_", "TICKETS_"))}
+        env = {
+            **base,
+            "PATH": f"{BIN}{os.pathsep}{base.get('PATH', '')}",
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sa.make_url(meta_url)
+            .set(drivername="postgresql+psycopg2")
+            .render_as_string(hide_password=False),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            "AIRFLOW_CONN_TICKETS_DB": f"postgresql://{t.username}@{t.host}:{t.port}/{t.database}",
+            # Not the tickets DB: proves the connection is what the tasks use.
+            "TICKETS_DB_URL": "postgresql+psycopg2://nobody@127.0.0.1:1/not-this-one",
+            "INFERENCE_DEVICE": "cpu",
+            "INFERENCE_CHUNK_SIZE": str(CHUNK_SIZE),
+            "TOKENIZERS_PARALLELISM": "false",
+            "OMP_NUM_THREADS": "1",
+            **receivers.env(),
+        }
+        svc = AirflowService(home=home, env=env, port=port, tickets_url=tickets_url)
+        _ACTIVE.append(svc)
+
+        migrate = subprocess.run(
+            [str(BIN / "airflow"), "db", "migrate"], env=env, cwd=home, capture_output=True, text=True, timeout=300
+        )
+        if migrate.returncode != 0:
+            raise AirflowError(f"airflow db migrate failed:\n{migrate.stdout[-3000:]}\n{migrate.stderr[-3000:]}")
+        for name in COMPONENTS:
+            args = ["api-server", "--port", str(port), "--host", "127.0.0.1", "--workers", "1"]
+            svc.start(name, *(args if name == "api-server" else [name]))
+        svc.cli("pools", "set", "gpu", "1", "GPU slots for model tasks")
+        _wait_ready(svc, timeout=180)
+        print(f"\n[services] Airflow up in {time.monotonic() - started:.1f}s at {svc.base_url}, home {home}")
+        yield svc
+    except BaseException:
+        if svc is not None:
+            print("\n[services] Airflow did not come up:\n" + svc.report())
+        raise
+    finally:
+        if svc is not None:
+            leftovers = kill_everything(svc)
+            if svc in _ACTIVE:
+                _ACTIVE.remove(svc)
+            if leftovers:
+                print(f"\n[services] processes still alive after SIGTERM + 20 s, killed: {leftovers}")
+        for name in dbs:
+            _drop_database(pg_admin_url, name)
+
+
+def _wait_ready(svc: AirflowService, timeout: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    health: dict = {}
+    while True:  # every component reports healthy
+        svc.check_alive()
+        try:
+            r = httpx.get(svc.base_url + "/api/v2/monitor/health", timeout=5)
+            health = r.json() if r.status_code == 200 else {"status_code": r.status_code}
+        except httpx.HTTPError as exc:
+            health = {"error": type(exc).__name__}
+        parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+        if all((health.get(p) or {}).get("status") == "healthy" for p in parts):
+            break
+        if time.monotonic() > deadline:
+            raise AirflowError(f"Airflow not healthy after {timeout:.0f}s: {health}")
+        time.sleep(1)
+    svc.login()
+    while True:  # the DAG is parsed (or failed to import: say why at once)
+        r = svc.api("GET", f"/api/v2/dags/{DAG_ID}")
+        if r.status_code == 200:
+            break
+        errors = svc.api("GET", "/api/v2/importErrors").json().get("import_errors") or []
+        if errors:
+            raise AirflowError(f"the DAG folder has import errors: {json.dumps(errors)[:3000]}")
+        if time.monotonic() > deadline:
+            raise AirflowError(f"DAG {DAG_ID} not parsed after {timeout:.0f}s: {r.status_code} {r.text}")
+        time.sleep(1)
+    r = svc.api("PATCH", f"/api/v2/dags/{DAG_ID}", params={"update_mask": "is_paused"}, json={"is_paused": False})
+    assert r.status_code == 200 and r.json()["is_paused"] is False, f"unpause: {r.status_code} {r.text}"
+
+
+_ACTIVE: list[AirflowService] = []
+
+
+@atexit.register
+def _kill_on_exit() -> None:  # an interrupted session still leaves nothing behind
+    for svc in list(_ACTIVE):
+        kill_everything(svc)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    svc = item.funcargs.get("airflow") if hasattr(item, "funcargs") else None
+    if rep.failed and isinstance(svc, AirflowService):
+        rep.sections.append(("Airflow logs (tails)", svc.report()))
+
+
+@pytest.fixture
+def seed(airflow):
+    """`python -m inference --db URL seed --tickets N --days K --date D --start-id I`, as an operator would."""
+
+    def run(tickets: int, days: int, last: dt.date, start_id: int) -> None:
+        args = ["--tickets", str(tickets), "--days", str(days), "--date", last.isoformat(), "--start-id", str(start_id)]
+        proc = subprocess.run(
+            [str(BIN / "python"), "-m", "inference", "--db", airflow.tickets_url, "seed", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, f"seed failed:\n{proc.stdout}\n{proc.stderr}"
+
+    return run
+
+
+@pytest.fixture
+def tickets_engine(airflow):
+    engine = airflow.engine()
+    yield engine
+    engine.dispose()
+
+
+def unique_run_id(prefix: str) -> str:
+    return f"{prefix}{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def run_id_for():
+    return unique_run_id
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir():
+    """Where screenshots go (kept after the session: printed on failure)."""
+    path = Path(tempfile.mkdtemp(prefix="inference-services-"))
+    return path
+
+
+class TicketsView:
+    """Plain reads of the tickets database (the source and our tables)."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def window_tickets(self, start: dt.datetime, end: dt.datetime) -> dict[str, tuple[str | None, str | None]]:
+        """ticket_id -> (subject, body) of the tickets created or updated in [start, end), as the source reads."""
+        import sqlalchemy as sa
+
+        from inference.store.schema import tickets as t
+
+        c = t.c
+        in_window = sa.or_(
+            sa.and_(c.created_at >= start, c.created_at < end), sa.and_(c.updated_at >= start, c.updated_at < end)
+        )
+        with self.engine.connect() as conn:
+            return {str(r.ticket_id): (r.subject, r.body) for r in conn.execute(sa.select(t).where(in_window))}
+
+    def non_empty(self, rows: dict[str, tuple[str | None, str | None]]) -> set[str]:
+        return {tid for tid, (subject, body) in rows.items() if (subject or "").strip() or (body or "").strip()}
+
+    def results(self, ticket_ids=None) -> list:
+        import sqlalchemy as sa
+
+        from inference.store.schema import ticket_results as r
+
+        stmt = sa.select(r.c.ticket_id, r.c.run_id, r.c.updated_at, r.c.content_hash, r.c.model_version)
+        if ticket_ids is not None:
+            stmt = stmt.where(r.c.ticket_id.in_(sorted(ticket_ids)))
+        with self.engine.connect() as conn:
+            return list(conn.execute(stmt))
+
+    def run_row(self, run_id: str):
+        import sqlalchemy as sa
+
+        from inference.store.schema import inference_runs as r
+
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(r).where(r.c.run_id == run_id)).first()
+
+    def runs(self, run_ids) -> dict:
+        import sqlalchemy as sa
+
+        from inference.store.schema import inference_runs as r
+
+        with self.engine.connect() as conn:
+            return {row.run_id: row for row in conn.execute(sa.select(r).where(r.c.run_id.in_(sorted(run_ids))))}
+
+    def items(self, run_id: str) -> dict[str, tuple[str, str | None, int]]:
+        """ticket_id -> (status, reason, attempts)"""
+        import sqlalchemy as sa
+
+        from inference.store.schema import inference_run_items as i
+
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(i.c.ticket_id, i.c.status, i.c.reason, i.c.attempts).where(i.c.run_id == run_id)
+            )
+            return {r.ticket_id: (r.status, r.reason, r.attempts) for r in rows}
+
+    def failures(self, run_id: str) -> list:
+        import sqlalchemy as sa
+
+        from inference.store.schema import ticket_failures as f
+
+        with self.engine.connect() as conn:
+            return list(conn.execute(sa.select(f).where(f.c.run_id == run_id)))
+
+
+@pytest.fixture
+def view(tickets_engine):
+    return TicketsView(tickets_engine)
