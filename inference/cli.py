@@ -27,6 +27,13 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m inference", description=__doc__)
     p.add_argument("--db", help="SQLAlchemy URL of the tickets database (default: TICKETS_DB_URL or .data/tickets.db)")
@@ -52,6 +59,23 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-batch-tokens", type=_positive, help="padded tokens per forward pass for this run")
     run.add_argument("--dry-run", action="store_true", help="plan and report only; infer and write nothing")
 
+    bench = sub.add_parser("bench", help="throughput against peers, write rates, end to end, memory (BENCHMARKS.md)")
+    bench.add_argument("--tickets", type=_positive, default=2000, help="texts for the engine comparison (2000)")
+    bench.add_argument("--one-by-one", type=int, default=300, help="texts for the one-per-forward peer (300; 0 skips)")
+    bench.add_argument(
+        "--budgets", type=_int_list, default=[1024, 2048, 4096, 8192, 16384], help="token budgets to sweep"
+    )
+    bench.add_argument("--db-rows", type=int, default=20000, help="result rows for the write-rate test (0 skips)")
+    bench.add_argument("--e2e-tickets", type=int, default=20000, help="tickets for the end-to-end run (0 skips)")
+    bench.add_argument("--memory", type=_int_list, default=[5000, 50000], help="shard sizes for peak RSS ('' skips)")
+    bench.add_argument("--memory-seq-length", type=_positive, default=32, help="max tokens per ticket in the RSS runs")
+    bench.add_argument(
+        "--pg-url",
+        default="postgresql+psycopg2://postgres@127.0.0.1:5432/postgres",
+        help="admin URL of a PostgreSQL server: each part creates and drops its own database",
+    )
+    bench.add_argument("--json", help="also write the full report here")
+
     status = sub.add_parser("status", help="recent runs and open failures")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--limit", type=_positive, default=10, help="how many runs (default 10)")
@@ -67,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         settings = settings_from_env(db_url=args.db)
-        return {"seed": _seed, "run": _run, "status": _status}[args.command](settings, args)
+        return {"seed": _seed, "run": _run, "status": _status, "bench": _bench}[args.command](settings, args)
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -125,4 +149,11 @@ def _status(settings, args) -> int:
 
     report = collect(settings, args.limit)
     print(json.dumps(report, sort_keys=True) if args.json else render(report))
+    return 0
+
+
+def _bench(settings, args) -> int:
+    from inference.bench.runner import render, run
+
+    print(render(run(settings, args)))
     return 0
