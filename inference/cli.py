@@ -76,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--json", help="also write the full report here")
 
+    ev = sub.add_parser("eval", help="category accuracy on a labelled set (default: the held-out evaluation set)")
+    ev.add_argument("--set", default="eval", help="eval, dev, or a JSON Lines file of labelled tickets")
+    ev.add_argument("--json", action="store_true", help="machine-readable output")
+
     status = sub.add_parser("status", help="recent runs and open failures")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--limit", type=_positive, default=10, help="how many runs (default 10)")
@@ -91,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         settings = settings_from_env(db_url=args.db)
-        return {"seed": _seed, "run": _run, "status": _status, "bench": _bench}[args.command](settings, args)
+        return {"seed": _seed, "run": _run, "status": _status, "bench": _bench, "eval": _eval}[args.command](
+            settings, args
+        )
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -156,4 +162,12 @@ def _bench(settings, args) -> int:
     from inference.bench.runner import render, run
 
     print(render(run(settings, args)))
+    return 0
+
+
+def _eval(settings, args) -> int:
+    from inference.evaluate import evaluate, render
+
+    report = evaluate(settings, args.set)
+    print(json.dumps(report, sort_keys=True) if args.json else render(report))
     return 0

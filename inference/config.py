@@ -18,6 +18,8 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # use with fullmatch
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZE = ("none", "int8")
+HEADS = ("embedding", "category", "summary")
+SUMMARIES = ("extractive", "abstractive")
 
 
 class ConfigError(ValueError):
@@ -94,6 +96,12 @@ class Settings:
     threads: int = 0  # CPU threads for the model; 0: the cores this process may use
     compile: bool = False  # torch.compile the encoder (pays off on long runs on GPUs)
     quantize: str = "none"  # "int8": dynamic int8 Linear layers on CPU (opt-in; see BENCHMARKS.md)
+    heads: tuple[str, ...] = HEADS  # which outputs a run computes and stores
+    summary: str = "extractive"  # or "abstractive": a local seq2seq / causal LM (summary_model)
+    summary_model: str | None = None
+    summary_max_tokens: int = 64
+    fewshot_file: str | None = None  # labelled examples for the category head; None: bundled; "none": off
+    uncertain_below: float = 0.5  # category confidence under this is flagged uncertain
     source: SourceColumns = field(default_factory=SourceColumns)
 
     def __post_init__(self) -> None:
@@ -112,6 +120,14 @@ class Settings:
         _check_range("INFERENCE_THREADS", self.threads, 0, 1024)
         if self.quantize not in QUANTIZE:
             raise ConfigError(f"INFERENCE_QUANTIZE must be one of {', '.join(QUANTIZE)}, got {self.quantize!r}")
+        object.__setattr__(self, "heads", parse_heads(self.heads))
+        if self.summary not in SUMMARIES:
+            raise ConfigError(f"INFERENCE_SUMMARY must be one of {', '.join(SUMMARIES)}, got {self.summary!r}")
+        if self.summary == "abstractive" and "summary" in self.heads and not self.summary_model:
+            raise ConfigError("INFERENCE_SUMMARY=abstractive needs INFERENCE_SUMMARY_MODEL (a local model directory)")
+        _check_range("INFERENCE_SUMMARY_MAX_TOKENS", self.summary_max_tokens, 1, 1024)
+        if not 0.0 <= self.uncertain_below <= 1.0:
+            raise ConfigError(f"INFERENCE_UNCERTAIN_BELOW must be between 0 and 1, got {self.uncertain_below!r}")
         if not 0.0 <= self.max_failure_rate <= 1.0:
             raise ConfigError(f"INFERENCE_MAX_FAILURE_RATE must be between 0 and 1, got {self.max_failure_rate!r}")
         if not self.db_url or "://" not in self.db_url:
@@ -124,6 +140,18 @@ class Settings:
 
     def replace(self, **changes) -> Settings:
         return replace(self, **changes)
+
+
+def parse_heads(value: object) -> tuple[str, ...]:
+    """A comma-separated string or a sequence of head names; order-independent, duplicates dropped."""
+    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else None
+    if items is None:
+        raise ConfigError(f"INFERENCE_HEADS must list heads from {', '.join(HEADS)}, got {value!r}")
+    names = {str(x).strip().lower() for x in items if str(x).strip()}
+    unknown = sorted(names - set(HEADS))
+    if unknown or not names:
+        raise ConfigError(f"INFERENCE_HEADS must list one or more of {', '.join(HEADS)}, got {value!r}")
+    return tuple(h for h in HEADS if h in names)
 
 
 def _check_range(name: str, value: object, low: float, high: float) -> None:
@@ -186,6 +214,12 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides) -> Sett
         threads=_int(env, "INFERENCE_THREADS", 0),
         compile=_bool(env, "INFERENCE_COMPILE"),
         quantize=(env.get("INFERENCE_QUANTIZE") or "none").strip().lower(),
+        heads=env.get("INFERENCE_HEADS") or HEADS,
+        summary=(env.get("INFERENCE_SUMMARY") or "extractive").strip().lower(),
+        summary_model=env.get("INFERENCE_SUMMARY_MODEL") or None,
+        summary_max_tokens=_int(env, "INFERENCE_SUMMARY_MAX_TOKENS", 64),
+        fewshot_file=env.get("INFERENCE_FEWSHOT") or None,
+        uncertain_below=_float(env, "INFERENCE_UNCERTAIN_BELOW", 0.5),
         source=source_from_env(env),
     )
     values.update({k: v for k, v in overrides.items() if v is not None})

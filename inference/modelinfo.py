@@ -66,14 +66,31 @@ def weights_fingerprint(model_dir: str) -> str:
     return digest.hexdigest()
 
 
+def _file_digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).is_file() else "missing"
+
+
 def heads_fingerprint(settings: Settings) -> str:
-    config = {
-        "heads": ["embedding", "category"],
-        "taxonomy": taxonomy_fingerprint(load_taxonomy(settings)),
+    """Everything that changes what is stored, except the weights: a change reprocesses the backlog."""
+    from inference.examples import BUNDLED_EXAMPLES
+
+    config: dict = {
+        "heads": list(settings.heads),
         "max_seq_length": settings.max_seq_length,
         "pooling": "mean",
         "quantize": settings.quantize,  # int8 changes outputs measurably; float32/bf16 do not (see BENCHMARKS.md)
     }
+    if "category" in settings.heads:
+        spec = settings.fewshot_file
+        files = [str(p) for p in BUNDLED_EXAMPLES] if not spec else [p.strip() for p in spec.split(",") if p.strip()]
+        config["taxonomy"] = taxonomy_fingerprint(load_taxonomy(settings))
+        config["fewshot"] = "none" if spec == "none" else [_file_digest(p) for p in files]
+        config["uncertain_below"] = settings.uncertain_below
+    if "summary" in settings.heads:
+        config["summary"] = settings.summary
+        if settings.summary == "abstractive":
+            config["summary_model"] = weights_fingerprint(settings.summary_model)
+            config["summary_max_tokens"] = settings.summary_max_tokens
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
 
 

@@ -54,3 +54,37 @@ def max_chars_for(max_seq_length: int) -> int:
     """Real text averages 3-5 characters a token: cutting at 12x the token limit keeps what the model
     would see while bounding tokenizer work on megabyte tickets."""
     return max_seq_length * 12
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Character ranges of the text's sentences (split after . ! ? and at line breaks), trimmed."""
+    spans, start = [], 0
+    for match in [*_SENTENCE_END.finditer(text), None]:
+        end = match.start() if match else len(text)
+        piece = text[start:end]
+        if piece.strip():
+            left = start + (len(piece) - len(piece.lstrip()))
+            spans.append((left, start + len(piece.rstrip())))
+        if match:
+            start = match.end()
+    return spans
+
+
+def token_ranges(char_spans: list[tuple[int, int]], offsets: list[tuple[int, int]]) -> list[tuple[int, int] | None]:
+    """For each character range, the [first, last+1) tokens that start inside it (None if truncated away).
+
+    Special tokens carry the offset (0, 0) and belong to no sentence.
+    """
+    out: list[tuple[int, int] | None] = []
+    k = 0
+    for start, end in char_spans:
+        while k < len(offsets) and (offsets[k][1] <= offsets[k][0] or offsets[k][0] < start):
+            k += 1
+        first = k
+        while k < len(offsets) and offsets[k][1] > offsets[k][0] and offsets[k][0] < end:
+            k += 1
+        out.append((first, k) if k > first else None)
+    return out

@@ -34,6 +34,7 @@ class EncodeOutput:
     tokens: list[int]
     truncated: list[bool]
     errors: dict[int, str] = field(default_factory=dict)  # input position -> error class
+    spans: dict[int, np.ndarray] = field(default_factory=dict)  # position -> [n_spans, dim], when asked for
     real_tokens: int = 0
     padded_tokens: int = 0
     seconds: float = 0.0
@@ -97,7 +98,19 @@ class Encoder:
         ids, truncated = self.tokenize(texts)
         return self.encode_ids(ids, truncated)
 
-    def encode_ids(self, ids: Sequence[Sequence[int]], truncated: Sequence[bool] | None = None) -> EncodeOutput:
+    def tokenize_with_offsets(self, texts: Sequence[str]) -> tuple[list[list[int]], list[bool], list[list]]:
+        """Token ids, truncation flags and each token's (start, end) characters in its text."""
+        encodings = self.loaded.tokenizer.encode_batch(list(texts))
+        return [e.ids for e in encodings], [bool(e.overflowing) for e in encodings], [e.offsets for e in encodings]
+
+    def encode_ids(
+        self,
+        ids: Sequence[Sequence[int]],
+        truncated: Sequence[bool] | None = None,
+        spans: Sequence[Sequence[tuple[int, int]]] | None = None,
+    ) -> EncodeOutput:
+        """`spans`: per item, token ranges [start, end) to pool too (sentences, for the summary head),
+        from the same forward pass as the item's embedding."""
         lengths = [len(x) for x in ids]
         out = EncodeOutput(
             embeddings=np.full((len(ids), self.dim), np.nan, dtype=np.float32),
@@ -106,14 +119,18 @@ class Encoder:
         )
         started = time.perf_counter()
         for batch in plan_batches(lengths, self.max_batch_tokens, self.max_batch_size, self.pad_multiple):
-            self._run(batch, ids, out)
+            self._run(batch, ids, out, spans)
         out.seconds = time.perf_counter() - started
         out.real_tokens = sum(lengths)
         return out
 
-    def _run(self, batch: Batch, ids: Sequence[Sequence[int]], out: EncodeOutput) -> None:
+    def _run(self, batch: Batch, ids: Sequence[Sequence[int]], out: EncodeOutput, spans=None) -> None:
         try:
-            emb = self.forward([ids[i] for i in batch.indices], batch.padded_length)
+            batch_ids = [ids[i] for i in batch.indices]
+            if spans is None:
+                emb, span_emb = self.forward(batch_ids, batch.padded_length), None
+            else:
+                emb, span_emb = self.forward(batch_ids, batch.padded_length, spans=[spans[i] for i in batch.indices])
         except Exception as exc:  # noqa: BLE001 - every failure is typed below; the device kind re-raises
             if _is_fatal(exc):
                 raise DeviceBroken(f"device failure ({type(exc).__name__}); the task must restart") from None
@@ -125,18 +142,24 @@ class Encoder:
             half = len(batch.indices) // 2
             for part in (batch.indices[:half], batch.indices[half:]):
                 width = max(len(ids[i]) for i in part)
-                self._run(Batch(part, -(-width // self.pad_multiple) * self.pad_multiple), ids, out)
+                self._run(Batch(part, -(-width // self.pad_multiple) * self.pad_multiple), ids, out, spans)
             return
         out.padded_tokens += batch.padded_tokens
         finite = np.isfinite(emb).all(axis=1)
         for row, i in enumerate(batch.indices):
-            if finite[row]:
-                out.embeddings[i] = emb[row]
-            else:
+            if not finite[row] or (span_emb is not None and not np.isfinite(span_emb[row]).all()):
                 out.errors[i] = NAN_OUTPUT
+                continue
+            out.embeddings[i] = emb[row]
+            if span_emb is not None:
+                out.spans[i] = span_emb[row]
 
-    def forward(self, batch_ids: Sequence[Sequence[int]], width: int) -> np.ndarray:
-        """Pads to `width`, runs the model, mean-pools over real tokens, L2-normalises (float32, CPU)."""
+    def forward(self, batch_ids: Sequence[Sequence[int]], width: int, spans=None):
+        """Pads to `width`, runs the model, mean-pools over real tokens, L2-normalises (float32, CPU).
+
+        With `spans` (per row, token ranges), also returns per row the L2-normalised mean of each
+        range's hidden states: (embeddings, [array [n_spans, dim] per row]).
+        """
         lm = self.loaded
         input_ids = np.full((len(batch_ids), width), lm.pad_id, dtype=np.int64)
         mask = np.zeros((len(batch_ids), width), dtype=np.int64)
@@ -151,5 +174,31 @@ class Encoder:
             hidden = lm.model(input_ids=ids_t, attention_mask=mask_t).last_hidden_state
             weights = mask_t.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
-            pooled = F.normalize(pooled.float(), p=2, dim=1)
-            return pooled.cpu().numpy()
+            pooled = F.normalize(pooled.float(), p=2, dim=1).cpu().numpy()
+            if spans is None:
+                return pooled
+            return pooled, _pool_spans(hidden, spans)
+
+
+def _pool_spans(hidden: torch.Tensor, spans) -> list[np.ndarray]:
+    """Mean of hidden states over each [start, end) token range, by prefix sums (one gather per batch)."""
+    rows, starts, ends = [], [], []
+    for row, row_spans in enumerate(spans):
+        for start, end in row_spans:
+            rows.append(row)
+            starts.append(start)
+            ends.append(end)
+    dim = hidden.shape[-1]
+    if not rows:
+        return [np.zeros((0, dim), dtype=np.float32) for _ in spans]
+    prefix = torch.nn.functional.pad(hidden.float().cumsum(dim=1), (0, 0, 1, 0))  # [B, W+1, D]
+    r = torch.tensor(rows, device=hidden.device)
+    s = torch.tensor(starts, device=hidden.device)
+    e = torch.tensor(ends, device=hidden.device)
+    sums = prefix[r, e] - prefix[r, s]
+    means = F.normalize(sums / (e - s).clamp(min=1).unsqueeze(-1).float(), p=2, dim=1).cpu().numpy()
+    out, k = [], 0
+    for row_spans in spans:
+        out.append(means[k : k + len(row_spans)])
+        k += len(row_spans)
+    return out

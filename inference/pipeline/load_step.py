@@ -49,13 +49,14 @@ def load_staged(rt: Runtime, run_id: str, version: str) -> dict:
             if latest[row.ticket_id] > row.source_updated_at:  # edited after infer read it
                 invalid.append(Failure(row.ticket_id, row.content_hash, STALE_INPUT, True, message_for(STALE_INPUT)))
                 continue
-            reason = check_output(staged, dim, labels)
+            reason = check_output(staged, dim, labels, settings.heads)
             if reason or staged["model_version"] != version:
                 reason = reason or "staged by another model version"
                 invalid.append(Failure(row.ticket_id, row.content_hash, INVALID_OUTPUT, True, reason))
                 continue
             del staged["created_at"]
-            valid.append({**staged, "model_id": mid, "embedding_dim": dim, "created_at": now, "updated_at": now})
+            stored_dim = dim if staged["embedding"] is not None else None
+            valid.append({**staged, "model_id": mid, "embedding_dim": stored_dim, "created_at": now, "updated_at": now})
         with writing(rt.engine) as conn:
             written = upsert_results(conn, valid)
             rest = [r["ticket_id"] for r in valid if r["ticket_id"] not in written]

