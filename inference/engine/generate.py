@@ -5,20 +5,24 @@ Decoder-only models are padded on the left, so every prompt ends where generatio
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 from inference.engine.model import resolve_device
 from inference.modelinfo import ModelUnavailable, check_model_dir
 
+log = logging.getLogger("inference")
 PROMPT = "Summarize this support ticket in one sentence.\n\nTicket: {text}\n\nSummary:"
 
 
 class Summarizer:
     def __init__(self, model_dir: str, device: str, max_new_tokens: int = 64, max_input_tokens: int = 512):
         path = check_model_dir(model_dir)
+        hf_logging.disable_progress_bar()
         config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
         self.seq2seq = bool(getattr(config, "is_encoder_decoder", False))
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
@@ -43,7 +47,8 @@ class Summarizer:
         ).to(self.device)
         with torch.inference_mode():
             out = self.model.generate(
-                **enc,
+                input_ids=enc["input_ids"],
+                attention_mask=enc["attention_mask"],
                 max_new_tokens=self.max_new_tokens,
                 min_new_tokens=min(4, self.max_new_tokens),
                 do_sample=False,
@@ -63,7 +68,8 @@ class Summarizer:
             try:
                 for i, summary in zip(part, self._generate([texts[i] for i in part]), strict=True):
                     out[i] = summary
-            except Exception:  # noqa: BLE001 - isolate: retry the batch's items one by one
+            except Exception as exc:  # noqa: BLE001 - isolate: retry the batch's items one by one
+                log.warning("summary generation failed for a batch (%s); retrying its items alone", type(exc).__name__)
                 for i in part:
                     try:
                         out[i] = self._generate([texts[i]])[0]

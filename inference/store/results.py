@@ -10,20 +10,8 @@ from inference.store.bulk import copy_into_temp
 from inference.store.db import insert_for
 from inference.store.schema import ticket_results
 
-UPDATED_ON_CONFLICT = (
-    "model_id",
-    "model_version",
-    "content_hash",
-    "source_updated_at",
-    "embedding",
-    "embedding_dim",
-    "category",
-    "category_score",
-    "truncated",
-    "input_tokens",
-    "run_id",
-    "updated_at",
-)
+# Every column but the key and the first-written time: a newer result replaces all of the old one.
+UPDATED_ON_CONFLICT = tuple(c.name for c in ticket_results.columns if c.name not in ("ticket_id", "created_at"))
 
 
 def newest_per_ticket(rows: Iterable[dict]) -> list[dict]:

@@ -42,16 +42,11 @@ def test_extractive_summaries_are_sentences_of_the_ticket(sqlite_engine, setting
     assert len(results) == 60
     for ticket_id, r in results.items():
         text = "\n".join(p.strip() for p in (source[ticket_id].subject, source[ticket_id].body) if p and p.strip())
-        sentences = {text[a:b] for a, b in sentence_spans(text)}
-        picked = [s for s in sentences if s in r.summary]
-        assert picked, ticket_id
-        assert r.summary.replace(" ", "") == "".join(s for s in _in_order(text, picked)).replace(" ", "")
-        assert len(picked) <= 2
+        sentences = [text[a:b] for a, b in sentence_spans(text)]
+        one = set(sentences) if len(sentences) <= 2 else set()
+        two = {f"{a} {b}" for i, a in enumerate(sentences) for b in sentences[i + 1 :]} if len(sentences) > 2 else set()
+        assert r.summary in one | two, ticket_id  # one sentence, or two in their original order
         assert 0.0 <= r.category_confidence <= 1.0 and r.category_uncertain == (r.category_confidence < 0.5)
-
-
-def _in_order(text: str, pieces: list[str]) -> list[str]:
-    return sorted(pieces, key=text.index)
 
 
 def test_heads_are_configuration_and_part_of_the_version(sqlite_engine, settings, model):
