@@ -52,3 +52,20 @@ print(f"results stored: {report['results']}; DAG run wall time {sys.argv[1]} s"
       f" ({run['backlog'] / float(sys.argv[1]):.1f} tickets/s including Airflow and model start-up)")
 sys.exit(0 if run["status"] == "succeeded" and total == run["backlog"] else 1)
 PYEOF
+
+echo "== A few results (synthetic tickets; the task logs above carry IDs and counts only)"
+"$PY" - <<'PYEOF'
+import os, sqlalchemy as sa
+from inference.store.db import make_engine
+from inference.store.schema import ticket_results
+engine = make_engine(os.environ["TICKETS_DB_URL"])
+r = ticket_results.c
+with engine.connect() as conn:
+    rows = conn.execute(sa.select(r.ticket_id, r.category, r.category_confidence, r.category_uncertain, r.summary)
+                        .order_by(r.ticket_id).limit(5)).all()
+for row in rows:
+    flag = " (uncertain)" if row.category_uncertain else ""
+    summary = (row.summary or "")[:110] + ("..." if row.summary and len(row.summary) > 110 else "")
+    print(f"ticket {row.ticket_id}: {row.category} {row.category_confidence:.2f}{flag} | {summary}")
+engine.dispose()
+PYEOF

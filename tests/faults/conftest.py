@@ -18,6 +18,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
+
+from inference.config import Settings
+from inference.seed import seed_backlog
+from inference.store.db import writing
+from inference.store.schema import (
+    OUR_TABLES,
+    inference_run_items,
+    inference_staging,
+    ticket_failures,
+    ticket_results,
+    tickets,
+)
+from inference.textprep import content_hash
+from inference.window import window_for_date
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("shard_worker.py")
@@ -35,7 +50,6 @@ _SSL_REQUEST, _GSSENC_REQUEST, _CANCEL_REQUEST = 80877103, 80877104, 80877102
 @pytest.fixture
 def pg_settings(pg_engine, pg_url):
     """Settings on this session's PostgreSQL database (schema freshly reset by pg_engine)."""
-    from inference.config import Settings
 
     def make(**changes):
         return Settings(db_url=pg_url, device="cpu", **{"chunk_size": 10, **changes})
@@ -47,12 +61,6 @@ def pg_settings(pg_engine, pg_url):
 def add_tickets(pg_engine):
     """Seeds n synthetic tickets spread over the nightly windows of `days`, bodies cut short.
     Returns their IDs as text, in the database's ORDER BY order (the order pages are cut in)."""
-    import sqlalchemy as sa
-
-    from inference.seed import seed_backlog
-    from inference.store.db import writing
-    from inference.store.schema import tickets
-    from inference.window import window_for_date
 
     def add(n: int, days: tuple[dt.date, ...] = (DAY,), seed: int = 11) -> list[str]:
         seed_backlog(pg_engine, n, [window_for_date(d) for d in days], seed=seed)
@@ -66,7 +74,9 @@ def add_tickets(pg_engine):
 
 @pytest.fixture
 def poison_token_id(model) -> int:
-    return model.encoder.tokenize([POISON])[0][0][1]
+    ids = model.encoder.tokenize([POISON])[0][0]
+    assert len(ids) == 3, "the poison word must be one token ([CLS] token [SEP])"
+    return ids[1]
 
 
 # --- views of the tables ----------------------------------------------------------------------------------------
@@ -81,8 +91,6 @@ class DbView:
         self.engine = engine
 
     def _rows(self, table, *where, order=None):
-        import sqlalchemy as sa
-
         stmt = sa.select(table).where(*where)
         if order is not None:
             stmt = stmt.order_by(order)
@@ -91,9 +99,8 @@ class DbView:
 
     def items(self, run_id: str) -> dict[str, tuple[str, str | None, int]]:
         """ticket_id -> (status, reason, attempts)."""
-        from inference.store.schema import inference_run_items as t
-
-        rows = self._rows(t, t.c.run_id == run_id)
+        items = inference_run_items
+        rows = self._rows(items, items.c.run_id == run_id)
         return {r["ticket_id"]: (r["status"], r["reason"], r["attempts"]) for r in rows}
 
     def statuses(self, run_id: str) -> dict[str, str]:
@@ -101,16 +108,9 @@ class DbView:
 
     def item_counts(self, run_id: str) -> dict[str, int]:
         """status -> count, plus 'in_flight': planned items a process has claimed (attempts > 0)."""
-        import sqlalchemy as sa
-
-        from inference.store.schema import inference_run_items as t
-
-        in_flight = sa.and_(t.c.status == "planned", t.c.attempts > 0)
-        stmt = (
-            sa.select(t.c.status, in_flight, sa.func.count())
-            .where(t.c.run_id == run_id)
-            .group_by(t.c.status, in_flight)
-        )
+        i = inference_run_items.c
+        in_flight = sa.and_(i.status == "planned", i.attempts > 0)
+        stmt = sa.select(i.status, in_flight, sa.func.count()).where(i.run_id == run_id).group_by(i.status, in_flight)
         out: dict[str, int] = {}
         with self.engine.connect() as conn:
             for status, flying, n in conn.execute(stmt):
@@ -120,32 +120,28 @@ class DbView:
         return out
 
     def staging(self, run_id: str) -> dict[str, dict]:
-        from inference.store.schema import inference_staging as t
-
-        return {r["ticket_id"]: r for r in self._rows(t, t.c.run_id == run_id)}
+        st = inference_staging
+        return {r["ticket_id"]: r for r in self._rows(st, st.c.run_id == run_id)}
 
     def staging_order(self, run_id: str) -> list[str]:
         """Staged ticket IDs in the order load_results pages them."""
-        from inference.store.schema import inference_staging as t
-
-        return [r["ticket_id"] for r in self._rows(t, t.c.run_id == run_id, order=t.c.ticket_id)]
+        st = inference_staging
+        return [r["ticket_id"] for r in self._rows(st, st.c.run_id == run_id, order=st.c.ticket_id)]
 
     def results(self) -> dict[str, dict]:
         """ticket_id -> result row without its write timestamps (which differ between equal runs)."""
-        from inference.store.schema import ticket_results as t
-
-        return {r["ticket_id"]: {k: v for k, v in r.items() if k not in self.TIMESTAMPS} for r in self._rows(t)}
+        return {
+            r["ticket_id"]: {k: v for k, v in r.items() if k not in self.TIMESTAMPS} for r in self._rows(ticket_results)
+        }
 
     def failures(self) -> list[dict]:
-        from inference.store.schema import ticket_failures as t
-
-        return [{k: v for k, v in r.items() if k not in (*self.TIMESTAMPS, "id")} for r in self._rows(t, order=t.c.id)]
+        return [
+            {k: v for k, v in r.items() if k not in (*self.TIMESTAMPS, "id")}
+            for r in self._rows(ticket_failures, order=ticket_failures.c.id)
+        ]
 
     def source_hashes(self) -> dict[str, str]:
-        from inference.store.schema import tickets as t
-        from inference.textprep import content_hash
-
-        return {str(r["ticket_id"]): content_hash(r["subject"], r["body"]) for r in self._rows(t)}
+        return {str(r["ticket_id"]): content_hash(r["subject"], r["body"]) for r in self._rows(tickets)}
 
     def final_state(self, run_id: str) -> dict:
         return {
@@ -157,11 +153,6 @@ class DbView:
 
     def forget_results(self) -> None:
         """Deletes every result and failure, so the same tickets are backlog again (a second, fresh run)."""
-        import sqlalchemy as sa
-
-        from inference.store.db import writing
-        from inference.store.schema import ticket_failures, ticket_results
-
         with writing(self.engine) as conn:
             conn.execute(sa.delete(ticket_results))
             conn.execute(sa.delete(ticket_failures))
@@ -176,15 +167,11 @@ class Snapshot:
     """Every row of our tables (not the source), to put a run back exactly where it was."""
 
     def __init__(self, engine):
-        from inference.store.schema import OUR_TABLES
-
         self.engine = engine
         with engine.connect() as conn:
             self.rows = {t: [dict(r._mapping) for r in conn.execute(t.select())] for t in OUR_TABLES}
 
     def restore(self) -> None:
-        from inference.store.db import writing
-
         with writing(self.engine) as conn:
             for table, rows in self.rows.items():
                 conn.execute(table.delete())
@@ -246,6 +233,8 @@ def shard_worker(tmp_path):
             PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
             **{f"FAULT_{k.upper()}": str(v) for k, v in faults.items()},
         )
+        if getattr(settings, "heads", None):  # part of the model version: the worker must match the plan
+            env["INFERENCE_HEADS"] = ",".join(settings.heads)
         log = tmp_path / f"worker-{len(procs)}.log"
         with open(log, "w") as out:
             proc = subprocess.Popen(
@@ -321,8 +310,6 @@ class PgProxy:
         threading.Thread(target=self._accept, daemon=True, name="pg-proxy-accept").start()
 
     def url(self, base_url: str) -> str:
-        import sqlalchemy as sa
-
         url = sa.make_url(base_url).set(host="127.0.0.1", port=self.port)
         # plain bytes on the wire, so the proxy can read the protocol
         url = url.update_query_dict({"sslmode": "disable", "gssencmode": "disable"})
@@ -446,8 +433,6 @@ def nth_query(prefix: bytes, n: int, action: str) -> Rule:
 
 @pytest.fixture
 def pg_proxy(pg_url):
-    import sqlalchemy as sa
-
     url = sa.make_url(pg_url)
     proxy = PgProxy(url.host or "127.0.0.1", url.port or 5432)
     yield proxy

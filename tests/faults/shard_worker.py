@@ -28,12 +28,12 @@ def main() -> int:
     kill_token = int(os.environ["FAULT_KILL_ON_TOKEN"]) if os.environ.get("FAULT_KILL_ON_TOKEN") else None
     real_forward = Encoder.forward
 
-    def forward(self, batch_ids, width):
+    def forward(self, batch_ids, *args, **kwargs):
         if kill_token is not None and any(kill_token in seq for seq in batch_ids):
             os.kill(os.getpid(), signal.SIGKILL)
         if delay:
             time.sleep(delay)
-        return real_forward(self, batch_ids, width)
+        return real_forward(self, batch_ids, *args, **kwargs)
 
     Encoder.forward = forward
     totals = infer_shard(settings_from_env(), run_id, shard)

@@ -8,6 +8,7 @@ import dataclasses
 import datetime as dt
 
 import psycopg2
+import psycopg2.extensions
 import pytest
 import sqlalchemy as sa
 
@@ -23,7 +24,7 @@ N, PAGE = 30, 8  # 4 pages: 8 + 8 + 8 + 6
 PAGES = -(-N // PAGE)
 UPSERT = b"INSERT INTO ticket_results"
 COMMIT = b"COMMIT\x00"
-DB_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError, DatabaseUnavailable)
+DB_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError, psycopg2.OperationalError, DatabaseUnavailable)
 
 
 @dataclasses.dataclass
@@ -100,6 +101,30 @@ def test_connection_cut_mid_load(staged, pg_proxy, view, query_rule, check_pages
     assert view.final_state(RUN) == staged.reference
 
 
+def test_connection_cut_at_every_message_of_a_page_transaction(staged, pg_proxy, view, query_rule, check_pages):
+    """Page 2's write transaction, message by message (BEGIN .. COMMIT): the line dies just before the
+    message reaches the server, or just after the server answered it (the client never hears the answer)."""
+    through_proxy = via(pg_proxy, staged.settings)
+    load_results(through_proxy, RUN)  # the fault-free conversation, to aim at
+    queries = list(pg_proxy.queries)
+    upsert = [k for k, q in enumerate(queries) if q.startswith(UPSERT)][1]
+    begin = max(k for k in range(upsert) if queries[k] == b"BEGIN\x00")
+    end = min(k for k in range(upsert, len(queries)) if queries[k] == COMMIT)
+    assert end - begin >= 3
+    for k in range(begin, end + 1):
+        for action in ("cut_before", "cut_after"):
+            staged.restore()
+            pg_proxy.reset(rule=query_rule(b"", k + 1, action))  # the (k+1)-th query, whatever it says
+            with pytest.raises(DB_ERRORS):
+                load_results(through_proxy, RUN)
+            where = f"{action} {queries[k][:30]!r}"
+            assert pg_proxy.cuts == 1, where
+            committed = check_pages(RUN, staged.order, PAGE)
+            assert committed == (2 if (k, action) == (end, "cut_after") else 1), where
+            load_results(staged.settings, RUN)
+            assert view.final_state(RUN) == staged.reference, where
+
+
 @pytest.mark.parametrize("when", ["cut_before", "cut_after"])
 def test_connection_lost_at_commit(staged, pg_proxy, view, query_rule, check_pages, when):
     """cut_before: COMMIT never reaches the server (page rolled back). cut_after: the server commits but the
@@ -117,27 +142,49 @@ def test_connection_lost_at_commit(staged, pg_proxy, view, query_rule, check_pag
 
 
 class NthStatementFault:
-    """Raises OperationalError from the driver path on the Nth cursor execution of engines made while armed."""
+    """Fails the Nth statement that engines made by `make_engine` send, on the real driver path.
+
+    Statements SQLAlchemy executes are counted in its before_cursor_execute event and fail with
+    sqlalchemy's OperationalError; bulk COPYs go through the raw psycopg2 cursor (no SQLAlchemy event),
+    so the connections get a cursor class that counts those too and fails them as psycopg2 would.
+    """
 
     def __init__(self):
         self.fail_at: int | None = None
         self.count = 0
+        self.statements: list[str] = []
         self.real_make_engine = inference.store.db.make_engine
 
     def make_engine(self, url, **kwargs):
         engine = self.real_make_engine(url, **kwargs)
         sa.event.listen(engine, "before_cursor_execute", self._before_cursor_execute)
+        sa.event.listen(engine, "connect", self._on_connect)
         return engine
 
-    def _before_cursor_execute(self, conn, cursor, statement, parameters, context, executemany):
+    def _tick(self, statement: str) -> bool:
         self.count += 1
-        if self.count == self.fail_at:
+        self.statements.append(statement.split(None, 3)[0] if statement.strip() else "?")
+        return self.count == self.fail_at
+
+    def _before_cursor_execute(self, conn, cursor, statement, parameters, context, executemany):
+        if self._tick(statement):
             raise sa.exc.OperationalError(
                 statement, parameters, psycopg2.OperationalError("injected: server closed the connection")
             )
 
+    def _on_connect(self, dbapi_connection, _record):
+        fault = self
+
+        class CountingCursor(psycopg2.extensions.cursor):
+            def copy_expert(self, sql, file, size=8192):
+                if fault._tick(sql):
+                    raise psycopg2.OperationalError("injected: server closed the connection")
+                return super().copy_expert(sql, file, size)
+
+        dbapi_connection.cursor_factory = CountingCursor
+
     def arm(self, fail_at: int | None) -> None:
-        self.fail_at, self.count = fail_at, 0
+        self.fail_at, self.count, self.statements = fail_at, 0, []
 
 
 def test_error_on_the_nth_statement_of_load_for_every_n(staged, monkeypatch, view, check_pages):
@@ -150,6 +197,8 @@ def test_error_on_the_nth_statement_of_load_for_every_n(staged, monkeypatch, vie
     total = fault.count
     assert view.final_state(RUN) == staged.reference
     assert total > 5 * PAGES  # every page reads, upserts, settles item states and unstages
+    if "COPY" in fault.statements:  # the bulk path (COPY into a temporary twin, then merge)
+        assert fault.statements.count("COPY") == PAGES
 
     committed = {}
     for n in range(1, total + 1):

@@ -6,7 +6,9 @@ The fixtures of tests/conftest.py (pg_engine, sqlite_engine, db_engine, model, a
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,18 @@ DAY1 = dt.date(2026, 11, 29)
 DAY2 = dt.date(2026, 11, 30)
 W1 = window_for_date(DAY1)
 W2 = window_for_date(DAY2)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Batches here are a handful of short tickets: one intra-op thread is as fast, and it keeps CPU
+    time sane when the machine is shared (OpenMP threads spin-wait badly on oversubscribed cores)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def settings_for(engine: sa.Engine, **overrides) -> Settings:
@@ -105,25 +119,38 @@ def expected_model_text(subject: str | None, body: str | None, max_seq_length: i
 
 
 class EncodeSpy:
-    """Every text handed to Encoder.tokenize, in call order: text reaches the model only through it
-    (Encoder.encode tokenizes too, and infer_shard tokenizes ahead of the model on its prefetch thread)."""
+    """Every text handed to the Encoder's tokenizing methods (tokenize, tokenize_with_offsets, ...), in call
+    order: text reaches the model only through them (encode tokenizes too, and infer_shard tokenizes ahead
+    of the model on its prefetch thread). A tokenizing method calling another is recorded once."""
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
+        self.local = threading.local()
 
     @property
     def texts(self) -> list[str]:
         return [t for call in self.calls for t in call]
 
+    def wrap(self, real):
+        @functools.wraps(real)
+        def tokenizing(encoder, texts, *args, **kwargs):
+            outermost = not getattr(self.local, "inside", False)
+            if outermost:
+                self.calls.append(list(texts))
+            self.local.inside = True
+            try:
+                return real(encoder, texts, *args, **kwargs)
+            finally:
+                self.local.inside = not outermost
+
+        return tokenizing
+
 
 @pytest.fixture
 def encoded(monkeypatch) -> EncodeSpy:
     spy = EncodeSpy()
-    real_tokenize = Encoder.tokenize
-
-    def tokenize(self, texts):
-        spy.calls.append(list(texts))
-        return real_tokenize(self, texts)
-
-    monkeypatch.setattr(Encoder, "tokenize", tokenize)
+    names = [name for name in vars(Encoder) if name.startswith("tokenize") and callable(vars(Encoder)[name])]
+    assert "tokenize" in names
+    for name in names:
+        monkeypatch.setattr(Encoder, name, spy.wrap(vars(Encoder)[name]))
     return spy

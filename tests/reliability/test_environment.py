@@ -122,6 +122,7 @@ def test_a_sqlite_file_that_is_not_a_database_is_reported_as_unavailable(tmp_pat
 
 @pytest.mark.xfail(
     strict=True,
+    raises=OSError,
     reason="bug: inference/store/db.py make_engine mkdirs the SQLite parent directory, called by "
     "Runtime.__init__ outside its check_connection guard: an impossible path raises a bare "
     "FileExistsError/OSError that does not mention TICKETS_DB_URL, and `python -m inference run` "

@@ -49,6 +49,8 @@ BAD_VALUES = [
     ("window_start", "2026-02-30"),
     ("window_start", "01/02/2026"),
     ("window_start", "2026-01-01T00:00:00"),
+    ("window_start", "20260101"),  # ISO 8601 compact: Python's date.fromisoformat would take it
+    ("window_start", "2026-W01-1"),  # ISO week date: likewise
     ("window_start", 20260101),
     ("window_end", "2026-01-01; DROP TABLE tickets"),
 ]
@@ -129,19 +131,20 @@ def test_the_dag_params_schema_refuses_a_bad_value(dag, field, value):
 @pytest.mark.parametrize(("field", "value"), BAD_VALUES, ids=BAD_IDS)
 def test_the_scheduler_refuses_a_bad_value_in_a_trigger_conf(dag, field, value):
     """What create_dagrun runs on a triggered run's conf: the serialized DAG's params merged with it."""
+    from airflow.exceptions import ParamValidationError
     from airflow.serialization.serialized_objects import DagSerialization
 
     scheduler_params = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag)).params
-    with pytest.raises(Exception, match="(?i)valid|schema|match|type|pattern|format|minimum|maximum") as raised:
-        scheduler_params.deep_merge({field: value}).validate()
-    assert "ParamValidationError" in type(raised.value).__name__
+    extra = {"window_start": "2026-11-01"} if field == "window_end" else {}
+    with pytest.raises(ParamValidationError, match=f"param {field}\\b"):
+        scheduler_params.deep_merge({**extra, field: value}).validate()
 
 
 # --- end to end: dag.test() with a bad conf processes nothing ----------------------------------------
 
 
 @pytest.fixture
-def dag_for_test(airflow_db, monkeypatch):
+def dag_for_test(airflow_db):
     from airflow.dag_processing.dagbag import DagBag
 
     dag = DagBag(dag_folder=str(DAG_FILE)).get_dag("ticket_batch_inference")
@@ -187,12 +190,12 @@ CONFS = {
 
 @pytest.mark.parametrize(("conf", "field"), CONFS.values(), ids=CONFS.keys())
 def test_a_dag_run_with_a_bad_conf_processes_nothing(dag_for_test, tickets_db, refusals, conf, field):
-    from airflow.sdk.definitions.param import ParamValidationError
+    from airflow.exceptions import ParamValidationError
 
     try:
         dag_run = dag_for_test.test(logical_date=W2.end, run_conf=conf)
     except ParamValidationError as exc:  # Airflow refused to create the run
-        assert field in str(exc) or str(conf[field])[:10] in str(exc)
+        assert f"param {field}" in str(exc)
     else:  # the run started: the plan task's own check must have refused it
         states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
         assert states["plan"] == "failed" and dag_run.state == "failed"

@@ -1,16 +1,27 @@
 """A real Airflow, run the way operators run it: separate scheduler, dag-processor, API server and triggerer
-processes (LocalExecutor) on a fresh PostgreSQL metadata database, all on 127.0.0.1, started once per session.
+processes (LocalExecutor) on a fresh PostgreSQL metadata database, all on 127.0.0.1, once per session.
 
-Everything a test needs from outside is set up before Airflow starts, because the components read their
-environment at start: the tickets database (seeded with the CLI for fixed past dates), alert receivers
-(aiosmtpd for e-mail, one HTTP server for the JSON webhook and the Slack incoming webhook), the login of the
-simple auth manager, and a cluster policy (airflow_local_settings.py) that gives the task instances of runs
-whose run ID starts with NO_RETRY_PREFIX no retries: the DAG's own retries (2, one minute apart) would make a
-test of a killed task wait minutes for its alert.
+What the session sets up before the components start (they read their environment at start):
+- a fresh metadata database and a fresh tickets database (CREATE DATABASE via pg_admin_url, dropped at the
+  end; databases of earlier sessions whose pytest is gone are dropped too); tickets seeded with the CLI
+  (`python -m inference --db URL seed ...`) for fixed past dates;
+- a snapshot of inference/, dags/ and plugins/ that Airflow runs (PYTHONPATH, dags and plugins folders),
+  as the Docker image bakes the library: the working tree is edited all the time, and a task that imports
+  newer code than its run was planned with fails (ModelChanged);
+- alert receivers (aiosmtpd; one HTTP server for the JSON webhook and the Slack incoming webhook) and the
+  connections and INFERENCE_ALERT_* variables that point every channel at them;
+- the simple auth manager with a known user and password; the pool `gpu` (1 slot);
+- airflow_local_settings.py: a cluster policy that gives the task instances of runs whose ID starts with
+  NO_RETRY_PREFIX no retries (the DAG's retries=2, a minute apart, would make a test of a killed task wait
+  minutes for its alert), and a preload of torch and transformers in the scheduler (see LOCAL_SETTINGS).
 
-Teardown kills every process group the session started, and every process that still carries this
-session's AIRFLOW_HOME in its environment (task runners make their own process groups), also when a test
-failed or the session was interrupted. Component logs are attached to the report of a failing test.
+Runs that a test only waits for are triggered together as soon as Airflow is up (PRELAUNCHED scenarios) and
+tests that start their own runs go first, so the runs overlap: on two cores a run takes ~40 s or more.
+
+Teardown kills every process group the session started and every process that still carries this
+session's AIRFLOW_HOME in its environment (task runners make process groups of their own), also when a
+test failed or the session was interrupted (SIGINT, SIGTERM); component and task logs are attached to the
+report of a failing test.
 """
 
 from __future__ import annotations
@@ -24,7 +35,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -40,7 +50,7 @@ DAG_ID = "ticket_batch_inference"
 USER, PASSWORD = "operator", "op-" + secrets.token_urlsafe(9)
 COMPONENTS = ("scheduler", "dag-processor", "api-server", "triggerer")
 NO_RETRY_PREFIX = "noretry__"
-CHUNK_SIZE = 8  # INFERENCE_CHUNK_SIZE for the whole session: small chunks make infer_shard commit often
+CHUNK_SIZE = 16  # INFERENCE_CHUNK_SIZE for the whole session: infer_shard commits every 16 tickets
 ALERT_TO = "oncall@example.test"
 TEXT_CANARY = "CANARYTEXT9f3e"
 
@@ -49,12 +59,24 @@ TEXT_CANARY = "CANARYTEXT9f3e"
 # it and ignore that run.
 
 LOCAL_SETTINGS = f'''
-"""Test cluster policy: task instances of runs named {NO_RETRY_PREFIX}* get no retries."""
+"""Test-only Airflow local settings (see tests/services/conftest.py)."""
+
+import sys
 
 
 def task_instance_mutation_hook(task_instance, dag_run=None):
+    """Cluster policy: task instances of runs named {NO_RETRY_PREFIX}* get no retries."""
     if str(getattr(task_instance, "run_id", "") or "").startswith("{NO_RETRY_PREFIX}"):
         task_instance.max_tries = 0
+
+
+if "scheduler" in sys.argv[1:2]:
+    # Preload the heavy third-party modules in the scheduler: LocalExecutor forks its workers, and they
+    # fork the task processes, from it, so each task skips ~3 s of imports on this 2-core machine. Every
+    # task imports the library through inference.pipeline, which imports torch and transformers even for
+    # plan, load_results, has_retries and finish_run. The library itself is still imported per task.
+    import numpy, psycopg2, sqlalchemy, tokenizers, torch  # noqa: E401, F401
+    from transformers import AutoModel, AutoTokenizer  # noqa: F401
 '''
 
 
@@ -189,7 +211,12 @@ class AirflowService:
     tickets_url: str  # SQLAlchemy URL of the tickets database
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     token: str = ""
-    started_runs: list[str] = field(default_factory=list)  # for failure reports
+    test_runs: list[str] = field(default_factory=list)  # runs the current test touched: logs on failure
+    no_retry_prefix: str = NO_RETRY_PREFIX
+    login_user: tuple[str, str] = (USER, PASSWORD)
+    code: Path | None = None  # the snapshot of inference/, dags/ and plugins/ that Airflow runs
+    _client: object = None
+    chunk_size: int = CHUNK_SIZE
 
     @property
     def base_url(self) -> str:
@@ -231,6 +258,19 @@ class AirflowService:
             )
         return proc
 
+    def cli_background(self, *args: str) -> subprocess.Popen:
+        """An `airflow` CLI command left running; the caller collects it (communicate) and checks it."""
+        return subprocess.Popen(
+            [str(BIN / "airflow"), *args],
+            env=self.env,
+            cwd=self.home,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+
     def log_tail(self, name: str, chars: int = 4000) -> str:
         path = self.home / f"{name}.log"
         if not path.exists():
@@ -238,16 +278,24 @@ class AirflowService:
         text = path.read_text("utf-8", "replace")
         return f"--- {path} (last {chars} chars) ---\n{text[-chars:]}"
 
-    def task_logs(self, run_id: str, chars: int = 3000) -> str:
+    def task_log_files(self, run_id: str, task_id: str | None = None) -> list[Path]:
+        pattern = f"dag_id={DAG_ID}/run_id={run_id}/task_id={task_id or '*'}/**/*.log"
+        return sorted((self.home / "logs").glob(pattern))
+
+    def task_logs(self, run_id: str, task_id: str | None = None) -> str:
+        """The whole text of the run's task log files (every try, every map index)."""
+        return "\n".join(p.read_text("utf-8", "replace") for p in self.task_log_files(run_id, task_id))
+
+    def task_log_tails(self, run_id: str, chars: int = 3000) -> str:
         parts = []
-        for path in sorted((self.home / "logs").glob(f"dag_id={DAG_ID}/run_id={run_id}/**/*.log")):
+        for path in self.task_log_files(run_id):
             text = path.read_text("utf-8", "replace")
             parts.append(f"--- {path.relative_to(self.home)} ---\n{text[-chars:]}")
         return "\n".join(parts) or f"(no task logs for run {run_id})"
 
     def report(self) -> str:
         parts = [self.log_tail(name) for name in COMPONENTS]
-        parts += [self.task_logs(run_id) for run_id in self.started_runs[-4:]]
+        parts += [self.task_log_tails(run_id) for run_id in dict.fromkeys(self.test_runs)]
         return "\n".join(parts)
 
     # REST API
@@ -255,10 +303,12 @@ class AirflowService:
     def api(self, method: str, path: str, *, auth: bool = True, **kwargs):
         import httpx
 
+        if self._client is None:  # one keep-alive client: polling stays cheap on two cores
+            self._client = httpx.Client(base_url=self.base_url, timeout=30)
         headers = dict(kwargs.pop("headers", None) or {})
         if auth:
             headers["Authorization"] = f"Bearer {self.token}"
-        return httpx.request(method, self.base_url + path, headers=headers, timeout=30, **kwargs)
+        return self._client.request(method, path, headers=headers, **kwargs)
 
     def login(self) -> str:
         r = self.api("POST", "/auth/token", auth=False, json={"username": USER, "password": PASSWORD})
@@ -275,7 +325,7 @@ class AirflowService:
         r = self.api("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", json=body)
         assert r.status_code == 200, f"trigger answered {r.status_code}: {r.text}"
         run = r.json()
-        self.started_runs.append(run["dag_run_id"])
+        self.test_runs.append(run["dag_run_id"])
         return run
 
     def run(self, run_id: str) -> dict:
@@ -283,7 +333,8 @@ class AirflowService:
         assert r.status_code == 200, f"GET run {run_id}: {r.status_code} {r.text}"
         return r.json()
 
-    def wait_run(self, run_id: str, timeout: float = 150, states=("success", "failed")) -> dict:
+    def wait_run(self, run_id: str, timeout: float = 300, states=("success", "failed")) -> dict:
+        self.test_runs.append(run_id)
         deadline = time.monotonic() + timeout
         while True:
             run = self.run(run_id)
@@ -294,7 +345,7 @@ class AirflowService:
                 raise AirflowError(
                     f"run {run_id} is still {run['state']} after {timeout:.0f}s; tasks: {self.task_states(run_id)}"
                 )
-            time.sleep(1)
+            time.sleep(2)
 
     def task_instances(self, run_id: str) -> list[dict]:
         r = self.api("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances", params={"limit": 1000})
@@ -337,6 +388,38 @@ def _drop_database(admin_url: str, name: str) -> None:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     finally:
         admin.dispose()
+
+
+def _snapshot_code(dest: Path) -> Path:
+    """The library, DAG and plugins as of the session's start, as an image bakes them: others edit the working
+    tree all the time, and a task importing newer code than its run was planned with fails (ModelChanged)."""
+    import shutil
+
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("inference", "dags", "plugins"):
+        shutil.copytree(ROOT / name, dest / name, ignore=ignore)
+    return dest
+
+
+def _drop_stale_databases(admin_url: str) -> None:
+    """Databases of earlier sessions whose pytest process is gone (killed before its teardown)."""
+    import psutil
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            names = conn.scalars(sa.text("SELECT datname FROM pg_database WHERE datname LIKE 'svc\\_%'")).all()
+    finally:
+        admin.dispose()
+    for name in names:
+        parts = name.split("_")
+        if len(parts) == 4 and parts[2].isdigit() and not psutil.pid_exists(int(parts[2])):
+            _drop_database(admin_url, name)
+
+
+def _sigterm_to_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _ours(proc, home: str) -> bool:
@@ -399,9 +482,9 @@ def kill_everything(svc: AirflowService) -> list[str]:
 @pytest.fixture(scope="session")
 def airflow(pg_admin_url, receivers, tmp_path_factory):
     """The running Airflow: API logged in, DAG parsed and unpaused, tickets seeded. Torn down at the end."""
-    import sqlalchemy as sa
-
     import importlib.util
+
+    import sqlalchemy as sa
 
     if importlib.util.find_spec("asyncpg") is None:
         pytest.fail(
@@ -409,6 +492,7 @@ def airflow(pg_admin_url, receivers, tmp_path_factory):
             "project's airflow extra does not pull in: pip install asyncpg (or apache-airflow[postgres])"
         )
     started = time.monotonic()
+    _drop_stale_databases(pg_admin_url)
     home = tmp_path_factory.mktemp("airflow-home")
     suffix = f"{os.getpid()}_{uuid.uuid4().hex[:8]}"
     meta_db, tickets_db = f"svc_airflow_{suffix}", f"svc_tickets_{suffix}"
@@ -423,6 +507,7 @@ def airflow(pg_admin_url, receivers, tmp_path_factory):
         (home / "config" / "airflow_local_settings.py").write_text(LOCAL_SETTINGS)
         passwords = home / "passwords.json"
         passwords.write_text(json.dumps({USER: PASSWORD}))
+        code = _snapshot_code(home / "code")
         port = _free_port()
         base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "INFERENCE_", "TICKETS_"))}
         env = {
@@ -434,8 +519,9 @@ def airflow(pg_admin_url, receivers, tmp_path_factory):
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sa.make_url(meta_url)
             .set(drivername="postgresql+psycopg2")
             .render_as_string(hide_password=False),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+            "PYTHONPATH": str(code),  # before the editable install of the library: the snapshot's inference/
+            "AIRFLOW__CORE__DAGS_FOLDER": str(code / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(code / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
@@ -448,30 +534,49 @@ def airflow(pg_admin_url, receivers, tmp_path_factory):
             "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
             "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+            # Parsed once at start; re-parsing every 30 s would only cost CPU (and pick up edits mid-session).
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
+            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "AIRFLOW_CONN_TICKETS_DB": f"postgresql://{t.username}@{t.host}:{t.port}/{t.database}",
             # Not the tickets DB: proves the connection is what the tasks use.
             "TICKETS_DB_URL": "postgresql+psycopg2://nobody@127.0.0.1:1/not-this-one",
             "INFERENCE_DEVICE": "cpu",
             "INFERENCE_CHUNK_SIZE": str(CHUNK_SIZE),
+            # Zero-shot category head: with the bundled few-shot examples every model task first embeds
+            # them (~20 s of CPU here), and these tests are about orchestration, not about categories.
+            "INFERENCE_FEWSHOT": "none",
             "TOKENIZERS_PARALLELISM": "false",
-            "OMP_NUM_THREADS": "1",
             **receivers.env(),
         }
-        svc = AirflowService(home=home, env=env, port=port, tickets_url=tickets_url)
+        svc = AirflowService(home=home, env=env, port=port, tickets_url=tickets_url, code=code)
         _ACTIVE.append(svc)
 
+        phases = [("databases", time.monotonic())]
+        seeding = {name: _seed_process(tickets_url, code, *args) for name, args in EARLY_SEEDS.items()}
         migrate = subprocess.run(
             [str(BIN / "airflow"), "db", "migrate"], env=env, cwd=home, capture_output=True, text=True, timeout=300
         )
         if migrate.returncode != 0:
             raise AirflowError(f"airflow db migrate failed:\n{migrate.stdout[-3000:]}\n{migrate.stderr[-3000:]}")
+        phases.append(("migrate", time.monotonic()))
         for name in COMPONENTS:
             args = ["api-server", "--port", str(port), "--host", "127.0.0.1", "--workers", "1"]
             svc.start(name, *(args if name == "api-server" else [name]))
         svc.cli("pools", "set", "gpu", "1", "GPU slots for model tasks")
-        _wait_ready(svc, timeout=180)
-        print(f"\n[services] Airflow up in {time.monotonic() - started:.1f}s at {svc.base_url}, home {home}")
+        phases.append(("pool", time.monotonic()))
+        for name, proc in seeding.items():
+            out, _ = proc.communicate(timeout=120)
+            if proc.returncode != 0:
+                raise AirflowError(f"seeding the {name} tickets failed:\n{out}")
+        _prepare_alert_tickets(tickets_url)
+        phases.append(("seeds", time.monotonic()))
+        _wait_ready(svc, timeout=180, phases=phases)
+        previous_sigterm = signal.getsignal(signal.SIGTERM)
+        if previous_sigterm is signal.SIG_DFL:  # `kill <pytest>` still tears Airflow down (finalizers run)
+            signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+        steps = ", ".join(f"{name} {t - started:.1f}s" for name, t in phases)
+        print(f"\n[services] Airflow up at {svc.base_url} (home {home}): {steps}")
         yield svc
     except BaseException:
         if svc is not None:
@@ -479,6 +584,8 @@ def airflow(pg_admin_url, receivers, tmp_path_factory):
         raise
     finally:
         if svc is not None:
+            if svc._client is not None:
+                svc._client.close()
             leftovers = kill_everything(svc)
             if svc in _ACTIVE:
                 _ACTIVE.remove(svc)
@@ -488,7 +595,7 @@ def airflow(pg_admin_url, receivers, tmp_path_factory):
             _drop_database(pg_admin_url, name)
 
 
-def _wait_ready(svc: AirflowService, timeout: float) -> None:
+def _wait_ready(svc: AirflowService, timeout: float, phases: list) -> None:
     import httpx
 
     deadline = time.monotonic() + timeout
@@ -505,7 +612,8 @@ def _wait_ready(svc: AirflowService, timeout: float) -> None:
             break
         if time.monotonic() > deadline:
             raise AirflowError(f"Airflow not healthy after {timeout:.0f}s: {health}")
-        time.sleep(1)
+        time.sleep(0.5)
+    phases.append(("healthy", time.monotonic()))
     svc.login()
     while True:  # the DAG is parsed (or failed to import: say why at once)
         r = svc.api("GET", f"/api/v2/dags/{DAG_ID}")
@@ -516,7 +624,8 @@ def _wait_ready(svc: AirflowService, timeout: float) -> None:
             raise AirflowError(f"the DAG folder has import errors: {json.dumps(errors)[:3000]}")
         if time.monotonic() > deadline:
             raise AirflowError(f"DAG {DAG_ID} not parsed after {timeout:.0f}s: {r.status_code} {r.text}")
-        time.sleep(1)
+        time.sleep(0.5)
+    phases.append(("parsed", time.monotonic()))
     r = svc.api("PATCH", f"/api/v2/dags/{DAG_ID}", params={"update_mask": "is_paused"}, json={"is_paused": False})
     assert r.status_code == 200 and r.json()["is_paused"] is False, f"unpause: {r.status_code} {r.text}"
 
@@ -530,6 +639,19 @@ def _kill_on_exit() -> None:  # an interrupted session still leaves nothing behi
         kill_everything(svc)
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """Tests that start their own runs (they seed in the test) go first, so that their runs queue up for the
+    pool `gpu` alongside the prelaunched scenarios instead of after them; the others only wait and check."""
+    here = Path(__file__).parent
+    mine = [i for i in items if Path(str(i.path)).parent == here]
+    if not mine:
+        return
+    first = [i for i in mine if "seed" in getattr(i, "fixturenames", ())]
+    rest = [i for i in mine if i not in first]
+    ordered = iter(first + rest)
+    items[:] = [next(ordered) if Path(str(i.path)).parent == here else i for i in items]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -539,20 +661,20 @@ def pytest_runtest_makereport(item, call):
         rep.sections.append(("Airflow logs (tails)", svc.report()))
 
 
+@pytest.fixture(autouse=True)
+def _runs_of_this_test(request):
+    svc = request.getfixturevalue("airflow") if "airflow" in request.fixturenames else None
+    if svc is not None:
+        svc.test_runs.clear()
+    yield
+
+
 @pytest.fixture
 def seed(airflow):
     """`python -m inference --db URL seed --tickets N --days K --date D --start-id I`, as an operator would."""
 
     def run(tickets: int, days: int, last: dt.date, start_id: int) -> None:
-        args = ["--tickets", str(tickets), "--days", str(days), "--date", last.isoformat(), "--start-id", str(start_id)]
-        proc = subprocess.run(
-            [str(BIN / "python"), "-m", "inference", "--db", airflow.tickets_url, "seed", *args],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert proc.returncode == 0, f"seed failed:\n{proc.stdout}\n{proc.stderr}"
+        _seed(airflow, tickets, days, last, start_id)
 
     return run
 
@@ -574,10 +696,9 @@ def run_id_for():
 
 
 @pytest.fixture(scope="session")
-def artifacts_dir():
-    """Where screenshots go (kept after the session: printed on failure)."""
-    path = Path(tempfile.mkdtemp(prefix="inference-services-"))
-    return path
+def artifacts_dir(tmp_path_factory):
+    """Screenshots (pytest keeps the last three sessions' temporary directories)."""
+    return tmp_path_factory.mktemp("artifacts")
 
 
 class TicketsView:
@@ -641,6 +762,24 @@ class TicketsView:
             )
             return {r.ticket_id: (r.status, r.reason, r.attempts) for r in rows}
 
+    def ticket_text_contains(self, needle: str) -> int:
+        import sqlalchemy as sa
+
+        from inference.store.schema import tickets as t
+
+        with self.engine.connect() as conn:
+            stmt = sa.select(sa.func.count()).where(sa.or_(t.c.subject.contains(needle), t.c.body.contains(needle)))
+            return conn.scalar(stmt)
+
+    def item_counts(self, run_id: str) -> dict[str, int]:
+        import sqlalchemy as sa
+
+        from inference.store.schema import inference_run_items as i
+
+        stmt = sa.select(i.c.status, sa.func.count()).where(i.c.run_id == run_id).group_by(i.c.status)
+        with self.engine.connect() as conn:
+            return dict(conn.execute(stmt).all())
+
     def failures(self, run_id: str) -> list:
         import sqlalchemy as sa
 
@@ -653,3 +792,157 @@ class TicketsView:
 @pytest.fixture
 def view(tickets_engine):
     return TicketsView(tickets_engine)
+
+
+# --- scenarios started as soon as Airflow is up ---------------------------------------------------------
+#
+# On two cores a DAG run takes ~40 s, most of it task processes starting up. Runs that a test only has to
+# wait for are triggered together right after Airflow comes up (for the selected tests only), so they run
+# side by side while earlier tests work; each test then waits for its own run and checks it.
+
+
+@dataclass
+class Scenario:
+    day: dt.date | None = None
+    days: tuple[dt.date, ...] = ()
+    run_id: str = ""
+    run_ids: list[str] = field(default_factory=list)
+    ticket_ids: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+
+def _seed_process(url: str, code: Path, tickets: int, days: int, last: dt.date, start_id: int) -> subprocess.Popen:
+    """`python -m inference --db URL seed ...`, as an operator seeds a demo backlog."""
+    args = ["--tickets", str(tickets), "--days", str(days), "--date", last.isoformat(), "--start-id", str(start_id)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INFERENCE_", "TICKETS_"))}
+    return subprocess.Popen(
+        [str(BIN / "python"), "-m", "inference", "--db", url, "seed", *args],
+        cwd=code,
+        env={**env, "PYTHONPATH": str(code)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _seed(svc: AirflowService, tickets: int, days: int, last: dt.date, start_id: int) -> None:
+    proc = _seed_process(svc.tickets_url, svc.code, tickets, days, last, start_id)
+    out, _ = proc.communicate(timeout=120)
+    if proc.returncode != 0:
+        raise AirflowError(f"seed failed:\n{out}")
+
+
+REST_DAY, ALERT_DAY = dt.date(2026, 6, 10), dt.date(2026, 6, 20)
+BACKFILL_DAYS = (dt.date(2026, 6, 1), dt.date(2026, 6, 2), dt.date(2026, 6, 3))
+# The prelaunched scenarios' tickets: seeded while `airflow db migrate` runs. (tickets, days, last date, first ID)
+EARLY_SEEDS = {
+    "backfill": (60, 3, BACKFILL_DAYS[-1], 1),
+    "rest": (20, 1, REST_DAY, 1001),
+    "alert": (40, 1, ALERT_DAY, 3001),
+}
+
+
+ALERT_TAMPERED = ("3003", "3011", "3019", "3027", "3035")
+
+
+def _prepare_alert_tickets(url: str) -> None:
+    """The alert scenario's data, set up before any task runs (DDL on inference_staging would wait for the
+    locks of running tasks): the canary in the text of tickets 3001..3040, and the trigger that corrupts
+    the staged outputs of ALERT_TAMPERED."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "UPDATE tickets SET subject = :c || ' ' || coalesce(subject, ''), "
+                    "body = coalesce(body, '') || ' ' || :c WHERE ticket_id BETWEEN 3001 AND 3040"
+                ),
+                {"c": TEXT_CANARY},
+            )
+            conn.execute(sa.text("CREATE TABLE svc_tamper (ticket_id text PRIMARY KEY)"))
+            conn.execute(sa.text("INSERT INTO svc_tamper VALUES " + ", ".join(f"('{t}')" for t in ALERT_TAMPERED)))
+            conn.execute(
+                sa.text(
+                    """
+                    CREATE FUNCTION svc_tamper_staged() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN
+                        IF EXISTS (SELECT 1 FROM svc_tamper WHERE ticket_id = NEW.ticket_id) THEN
+                            NEW.category := 'tampered';
+                        END IF;
+                        RETURN NEW;
+                    END $$;
+                    CREATE TRIGGER svc_tamper_staged BEFORE INSERT OR UPDATE ON inference_staging
+                        FOR EACH ROW EXECUTE FUNCTION svc_tamper_staged();
+                    """
+                )
+            )
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def rest_scenario(airflow) -> Scenario:
+    """30 tickets on 2026-06-10; a run triggered through the REST API for exactly that window."""
+    day = REST_DAY
+    run = airflow.trigger(
+        {"window_start": day.isoformat(), "window_end": day.isoformat(), "reprocess": False},
+        run_id=unique_run_id("rest__"),
+    )
+    return Scenario(day=day, run_id=run["dag_run_id"], extra={"created": run})
+
+
+@pytest.fixture(scope="session")
+def unknown_option_scenario(airflow) -> Scenario:
+    """A run whose conf carries a key the params do not define: the REST API accepts it, plan must not.
+    No retries for this run (NO_RETRY_PREFIX): see test_invalid_params for why that matters."""
+    run = airflow.trigger({"surprise": 1}, run_id=unique_run_id(NO_RETRY_PREFIX + "unknown__"))
+    return Scenario(run_id=run["dag_run_id"], extra={"created": run})
+
+
+@pytest.fixture(scope="session")
+def alert_scenario(airflow) -> Scenario:
+    """40 tickets on 2026-06-20, all carrying TEXT_CANARY in their text. A PostgreSQL trigger corrupts the
+    staged category of five of them (as a broken storage layer or a bad model build would), so the real
+    validation in load_results rejects them on every attempt, they are dead-lettered, and finish_run fails
+    the run for its failure rate (5/40 > 5%): the task-level alert fires on every channel."""
+    day = ALERT_DAY
+    run = airflow.trigger(
+        {"window_start": day.isoformat(), "window_end": day.isoformat()}, run_id=unique_run_id("alert__")
+    )
+    return Scenario(day=day, run_id=run["dag_run_id"], ticket_ids=list(ALERT_TAMPERED), extra={"canary": TEXT_CANARY})
+
+
+@pytest.fixture(scope="session")
+def backfill_scenario(airflow) -> Scenario:
+    """60 tickets over 2026-06-01..03; `airflow backfill create` for those three logical dates."""
+    # Logical dates are the windows' starts, D 02:00: `--to-date 2026-06-03` (midnight) would stop at 06-02.
+    dates = [
+        "--from-date",
+        BACKFILL_DAYS[0].isoformat(),
+        "--to-date",
+        f"{BACKFILL_DAYS[-1].isoformat()}T02:00:00+00:00",
+    ]
+    common = ["backfill", "create", "--dag-id", DAG_ID, *dates]
+    # One run at a time: a ticket created before a cutoff and edited after it is in two windows; the later
+    # run must see it done (concurrent runs would both compute it, see test_backfill).
+    # In the background: the CLI takes a while on two busy cores, and nothing else has to wait for it.
+    cli = airflow.cli_background(*common, "--reprocess-behavior", "none", "--max-active-runs", "1")
+    return Scenario(days=BACKFILL_DAYS, extra={"dates": dates, "cli": cli})
+
+
+PRELAUNCHED = ("alert_scenario", "rest_scenario", "unknown_option_scenario", "backfill_scenario")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _prelaunch(request):
+    """Starts the scenarios the selected tests use, all at once, before the first test runs."""
+    wanted = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
+    took = []
+    for name in PRELAUNCHED:
+        if name in wanted:
+            started = time.monotonic()
+            request.getfixturevalue(name)
+            took.append(f"{name} {time.monotonic() - started:.1f}s")
+    print(f"\n[services] scenarios started: {', '.join(took)}")

@@ -1,0 +1,92 @@
+"""The Airflow UI in headless Chromium (Playwright, Debian's chromium): log in with the simple auth manager,
+open the DAG, fill the trigger form (the params' JSON-schema form), trigger, and see the run succeed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+
+import pytest
+
+DAG = "ticket_batch_inference"
+DAY = dt.date(2026, 6, 15)
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _playwright():
+    if not CHROMIUM.exists():
+        pytest.fail(f"the browser test needs Chromium at {CHROMIUM}: apt-get install chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail(
+            "the browser test needs Playwright's Python package: pip install playwright==1.65.2 "
+            "(no `playwright install`: the test drives Debian's chromium)"
+        )
+    return sync_playwright
+
+
+def test_trigger_form_in_the_ui_runs_the_dag_with_the_changed_params(airflow, seed, view, run_id_for, artifacts_dir):
+    sync_playwright = _playwright()
+    seed(20, 1, DAY, 2001)
+    run_id = run_id_for("ui__")
+    user, password = airflow.login_user
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        try:
+            page.goto(f"{airflow.base_url}/dags/{DAG}")
+            page.get_by_label("Username").fill(user)
+            page.get_by_label("Password").fill(password)
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url(f"**/dags/{DAG}**")
+
+            page.get_by_test_id("trigger-dag-button").click()
+            page.locator("#element_window_start").fill(DAY.isoformat())
+            page.locator("#element_window_end").fill(DAY.isoformat())
+            limit_input = page.locator('[id="number-input:element_limit:inc"]').get_attribute("aria-controls")
+            page.locator(f'[id="{limit_input}"]').fill("5")
+            page.locator('[id$=":trigger:advancedOptions"]').click()
+            page.locator('input[name="dagRunId"]').fill(run_id)
+            page.get_by_test_id("trigger-dag-submit").click()
+
+            deadline = time.monotonic() + 30
+            while airflow.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}").status_code != 200:
+                assert time.monotonic() < deadline, "the form did not create the run"
+                time.sleep(0.5)
+            page.goto("about:blank")  # the DAG page refreshes itself every few seconds: idle while waiting
+            final = airflow.wait_run(run_id)
+            assert final["state"] == "success", airflow.task_states(run_id)
+
+            page.goto(f"{airflow.base_url}/dags/{DAG}/runs/{run_id}")
+            page.get_by_text(run_id).first.wait_for()
+            page.get_by_text("success", exact=False).first.wait_for()
+            page.screenshot(path=str(artifacts_dir / "ui-run-succeeded.png"), full_page=True)
+        except BaseException:
+            shot = artifacts_dir / f"ui-failure-{int(time.time())}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            print(f"\n[ui] screenshot of the page at the failure: {shot}")
+            raise
+        finally:
+            browser.close()
+
+    run = airflow.run(run_id)
+    assert run["triggered_by"] == "ui" and run["triggering_user_name"] == user
+    conf = run["conf"]
+    assert (conf["window_start"], conf["window_end"], conf["limit"]) == (DAY.isoformat(), DAY.isoformat(), 5), conf
+    row = view.run_row(run_id)
+    assert (row.status, row.backlog, row.succeeded) == ("succeeded", 5, 5)
+    results = [r for r in view.results() if r.run_id == run_id]
+    assert sorted(r.ticket_id for r in results) == ["2001", "2002", "2003", "2004", "2005"], "the lowest 5 IDs"
