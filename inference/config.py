@@ -102,6 +102,8 @@ class Settings:
     summary_max_tokens: int = 64
     fewshot_file: str | None = None  # labelled examples for the category head; None: bundled; "none": off
     uncertain_below: float = 0.5  # category confidence under this is flagged uncertain
+    # Category prototypes per model version, so each task does not re-embed the examples; "" turns it off.
+    cache_dir: str | None = field(default_factory=lambda: str(Path.home() / ".cache" / "ticket-batch-inference"))
     source: SourceColumns = field(default_factory=SourceColumns)
 
     def __post_init__(self) -> None:
@@ -220,6 +222,7 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides) -> Sett
         summary_max_tokens=_int(env, "INFERENCE_SUMMARY_MAX_TOKENS", 64),
         fewshot_file=env.get("INFERENCE_FEWSHOT") or None,
         uncertain_below=_float(env, "INFERENCE_UNCERTAIN_BELOW", 0.5),
+        cache_dir=env.get("INFERENCE_CACHE_DIR", Settings.__dataclass_fields__["cache_dir"].default_factory()),
         source=source_from_env(env),
     )
     values.update({k: v for k, v in overrides.items() if v is not None})

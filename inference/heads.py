@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -45,13 +47,22 @@ class CategoryHead:
         encoder: Encoder,
         uncertain_below: float = 0.5,
         description_weight: float = DESCRIPTION_WEIGHT,
+        cache: Path | None = None,
     ):
+        """`cache`: an .npz of the prototypes for exactly this model version (they cost a few seconds
+        of model time to compute on a CPU at every task start otherwise)."""
         self.labels = list(taxonomy)
         self.uncertain_below = uncertain_below
         self.weight = description_weight
-        self.desc = np.stack([_unit(_encode(encoder, taxonomy[label]).mean(axis=0)) for label in self.labels])
         index = {label: k for k, label in enumerate(self.labels)}
-        self.example_vectors = _encode(encoder, [e.text for e in examples]) if examples else np.zeros((0, encoder.dim))
+        stored = _read_cache(cache, self.labels, len(examples))
+        if stored is not None:
+            self.desc, self.example_vectors = stored
+        else:
+            self.desc = np.stack([_unit(_encode(encoder, taxonomy[label]).mean(axis=0)) for label in self.labels])
+            texts = [e.text for e in examples]
+            self.example_vectors = _encode(encoder, texts) if texts else np.zeros((0, encoder.dim), dtype=np.float32)
+            _write_cache(cache, self.labels, self.desc, self.example_vectors)
         self.example_labels = np.array([index[e.label] for e in examples], dtype=np.int64)
         self.example_sums = np.zeros_like(self.desc)
         np.add.at(self.example_sums, self.example_labels, self.example_vectors)
@@ -103,6 +114,30 @@ class CategoryHead:
             confidence,
             confidence < self.uncertain_below,
         )
+
+
+def _read_cache(path: Path | None, labels: list[str], n_examples: int):
+    if path is None or not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if list(data["labels"]) != labels or len(data["examples"]) != n_examples:
+                return None
+            return data["desc"], data["examples"]
+    except (OSError, ValueError, KeyError):
+        return None  # unreadable: recompute
+
+
+def _write_cache(path: Path | None, labels: list[str], desc: np.ndarray, examples: np.ndarray) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")
+        np.savez(tmp, labels=np.array(labels), desc=desc, examples=examples)
+        os.replace(tmp, path)  # atomic: concurrent tasks never read half a file
+    except OSError:
+        pass  # a cache, not a requirement
 
 
 def _logsumexp(x: np.ndarray) -> np.ndarray:

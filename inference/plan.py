@@ -14,6 +14,7 @@ class Candidate:
     content_hash: str
     est_tokens: int
     empty: bool  # nothing to embed: skipped with a reason, never sent to the model
+    has_result: bool = False  # a result of an earlier text exists (retracted if the ticket is now empty)
 
 
 def needs_work(

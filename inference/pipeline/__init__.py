@@ -1,23 +1,30 @@
-"""The steps the DAG and the CLI call: plan_run, infer_shard, load_results, retry_failed, finish_run."""
+"""The steps the DAG and the CLI call: plan_run, infer_shard, load_results, retry_failed, finish_run.
 
-from inference.options import RunOptions
-from inference.pipeline.finish_step import RunFailed, finish_run
-from inference.pipeline.infer_step import ModelChanged, infer_shard, retry_failed
-from inference.pipeline.load_step import load_results
-from inference.pipeline.plan_step import plan_run
-from inference.pipeline.runtime import Runtime
-from inference.pipeline.whole_run import pending_retries, run_window
+Exports are lazy: plan, load and finish run on CPU workers and must not pay for importing torch.
+"""
 
-__all__ = [
-    "ModelChanged",
-    "RunFailed",
-    "RunOptions",
-    "Runtime",
-    "finish_run",
-    "infer_shard",
-    "load_results",
-    "pending_retries",
-    "plan_run",
-    "retry_failed",
-    "run_window",
-]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "RunFailed": "inference.pipeline.finish_step",
+    "finish_run": "inference.pipeline.finish_step",
+    "ModelChanged": "inference.pipeline.infer_step",
+    "infer_shard": "inference.pipeline.infer_step",
+    "retry_failed": "inference.pipeline.infer_step",
+    "load_results": "inference.pipeline.load_step",
+    "plan_run": "inference.pipeline.plan_step",
+    "RunOptions": "inference.options",
+    "Runtime": "inference.pipeline.runtime",
+    "pending_retries": "inference.pipeline.load_step",
+    "run_window": "inference.pipeline.whole_run",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'inference.pipeline' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -65,10 +67,14 @@ def _load_weights(settings: Settings, dtype: str):
     )
 
 
-def category_head(settings: Settings, encoder: Encoder) -> CategoryHead:
+def category_head(settings: Settings, encoder: Encoder, version: str | None = None) -> CategoryHead:
     taxonomy = load_taxonomy(settings)
     examples = load_example_files(settings.fewshot_file, set(taxonomy))
-    return CategoryHead(taxonomy, examples, encoder, settings.uncertain_below)
+    cache = None
+    if version and settings.cache_dir:
+        key = hashlib.sha256(f"{version}|{encoder.loaded.dtype}|{settings.quantize}".encode()).hexdigest()[:24]
+        cache = Path(settings.cache_dir) / f"category-{key}.npz"
+    return CategoryHead(taxonomy, examples, encoder, settings.uncertain_below, cache=cache)
 
 
 def load(settings: Settings, version: str) -> Model:
@@ -77,7 +83,7 @@ def load(settings: Settings, version: str) -> Model:
     if loaded.device.type == "cuda" and settings.max_batch_tokens is None:
         budget = encoder.calibrate()
         log.info("calibrated the GPU token budget: %d padded tokens per forward pass", budget)
-    category = category_head(settings, encoder) if "category" in settings.heads else None
+    category = category_head(settings, encoder, version) if "category" in settings.heads else None
     summarizer = None
     if "summary" in settings.heads and settings.summary == "abstractive":
         from inference.engine.generate import Summarizer

@@ -40,15 +40,32 @@ def checked_model(rt: Runtime, run_id: str, model: Model | None) -> Model:
     return model.with_budget(budget) if budget else model
 
 
-def commit(rt: Runtime, run_id: str, version: str, outcome: ChunkOutcome) -> None:
-    """Outputs, skips, failures and metrics of one chunk: all of them or none."""
+def commit(rt: Runtime, run_id: str, version: str, outcome: ChunkOutcome) -> ChunkOutcome:
+    """Outputs, skips, failures and metrics of one chunk: all of them or none.
+
+    Only items still waiting for the model (planned, or failed and being retried) take this outcome:
+    a late second copy of the shard (say, a zombie task) must not undo what another copy settled.
+    Returns the part of the outcome that was applied.
+    """
+    ids = [r["ticket_id"] for r in outcome.staged] + [f.ticket_id for f in outcome.failures]
+    ids += [t for group in outcome.skipped.values() for t in group]
     with writing(rt.engine) as conn:
-        runs.stage(conn, outcome.staged)
-        runs.set_items(conn, run_id, [r["ticket_id"] for r in outcome.staged], ITEM_STAGED, None)
-        for reason, ids in outcome.skipped.items():
-            runs.set_items(conn, run_id, ids, ITEM_SKIPPED, reason)
-        runs.record_failures(conn, run_id, version, outcome.failures, rt.settings.max_attempts)
+        open_ = runs.lock_open_items(conn, run_id, ids)
+        applied = ChunkOutcome(
+            staged=[r for r in outcome.staged if r["ticket_id"] in open_],
+            failures=[f for f in outcome.failures if f.ticket_id in open_],
+            skipped={k: [t for t in v if t in open_] for k, v in outcome.skipped.items()},
+            real_tokens=outcome.real_tokens,
+            padded_tokens=outcome.padded_tokens,
+            seconds=outcome.seconds,
+        )
+        runs.stage(conn, applied.staged)
+        runs.set_items(conn, run_id, [r["ticket_id"] for r in applied.staged], ITEM_STAGED, None)
+        for reason, group in applied.skipped.items():
+            runs.set_items(conn, run_id, group, ITEM_SKIPPED, reason)
+        runs.record_failures(conn, run_id, version, applied.failures, rt.settings.max_attempts)
         runs.add_run_metrics(conn, run_id, outcome.real_tokens, outcome.padded_tokens, outcome.seconds)
+    return applied
 
 
 _TALLY = threading.Lock()  # the write-behind thread and the main thread both count
@@ -79,8 +96,7 @@ def process(rt: Runtime, model: Model, run_id: str, ticket_ids: list[str], total
     with rt.engine.connect() as conn:
         current = rt.source.by_ids(conn, ticket_ids)
     outcome = compute.compute_chunk(model, run_id, ticket_ids, current)
-    commit(rt, run_id, model.version, outcome)
-    _tally(totals, outcome)
+    _tally(totals, commit(rt, run_id, model.version, outcome))
 
 
 def _crashed_too_often(rt: Runtime, run_id: str, version: str, ticket_id: str, totals: dict) -> None:
@@ -93,9 +109,7 @@ def _crashed_too_often(rt: Runtime, run_id: str, version: str, ticket_id: str, t
         RETRYABLE[PROCESS_CRASH],
         message_for(PROCESS_CRASH),
     )
-    outcome = ChunkOutcome(failures=[failure])
-    commit(rt, run_id, version, outcome)
-    _tally(totals, outcome)
+    _tally(totals, commit(rt, run_id, version, ChunkOutcome(failures=[failure])))
 
 
 def _pages(rt: Runtime, model: Model, run_id: str, shard: int) -> Iterator[tuple[list[tuple[str, int]], PreparedChunk]]:
@@ -125,8 +139,7 @@ def infer_shard(settings: Settings, run_id: str, shard: int, model: Model | None
         totals = _new_totals()
 
         def write(outcome: ChunkOutcome) -> None:
-            commit(rt, run_id, model.version, outcome)
-            _tally(totals, outcome)
+            _tally(totals, commit(rt, run_id, model.version, outcome))
 
         writer = WriteBehind(write)
         try:
@@ -164,7 +177,8 @@ def retry_failed(settings: Settings, run_id: str, model: Model | None = None) ->
     """
     with Runtime(settings) as rt:
         model = checked_model(rt, run_id, model).for_retry(settings)
-        load_staged(rt, run_id, model.version)
+        loaded = load_staged(rt, run_id, model.version)
+        recovered = loaded["written"] + loaded["unchanged"]
         totals = _new_totals()
         passes = 0
         while passes < settings.max_attempts:
@@ -175,11 +189,20 @@ def retry_failed(settings: Settings, run_id: str, model: Model | None = None) ->
             passes += 1
             for k in range(0, len(ids), settings.chunk_size):
                 process(rt, model, run_id, ids[k : k + settings.chunk_size], totals)
-            load_staged(rt, run_id, model.version)
+            loaded = load_staged(rt, run_id, model.version)
+            recovered += loaded["written"] + loaded["unchanged"]
         with rt.engine.connect() as conn:
             left = runs.count_retryable(conn, run_id)
-        log.info("run %s retry: %d passes, %d recovered, %d still pending", run_id, passes, totals["staged"], left)
-        return {"run_id": run_id, "passes": passes, "recovered": totals["staged"], "pending": left}
+            dead = runs.count_dead(conn, run_id)
+        log.info(
+            "run %s retry: %d passes, %d recovered, %d dead-lettered, %d still pending",
+            run_id,
+            passes,
+            recovered,
+            dead,
+            left,
+        )
+        return {"run_id": run_id, "passes": passes, "recovered": recovered, "dead_letter": dead, "pending": left}
 
 
 def _all_retryable(conn, run_id: str, page: int) -> list[str]:

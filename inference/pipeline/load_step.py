@@ -85,3 +85,9 @@ def load_staged(rt: Runtime, run_id: str, version: str) -> dict:
         totals["invalid"],
     )
     return {"run_id": run_id, **totals}
+
+
+def pending_retries(settings: Settings, run_id: str) -> int:
+    """How many of the run's failures still wait for a retry (the DAG's branch decision)."""
+    with Runtime(settings) as rt, rt.engine.connect() as conn:
+        return runs.count_retryable(conn, run_id)

@@ -11,7 +11,7 @@ from inference.pipeline.runtime import Runtime, log
 from inference.plan import Candidate, needs_work, shard_count, split_shards
 from inference.store import runs
 from inference.store.db import writing
-from inference.store.results import current_versions
+from inference.store.results import current_versions, retract_results
 from inference.store.schema import ITEM_PLANNED, ITEM_SKIPPED
 from inference.store.source import SourceTicket
 from inference.textprep import content_hash, estimate_tokens, max_chars_for, model_input
@@ -57,6 +57,8 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
             runs.start_run(conn, run_id, window, version, options.as_dict())
             if not options.dry_run:
                 runs.add_items(conn, items)
+                # A ticket emptied since its result: that result describes text that no longer exists.
+                retract_results(conn, [c.ticket_id for c in candidates if c.empty and c.has_result])
             status = "dry_run" if options.dry_run else "running"
             runs.update_run(conn, run_id, backlog=len(items), shards=len(shards), status=status)
         log.info(
@@ -113,4 +115,5 @@ def _judge(lookup, page, version, dead, reprocess, max_len) -> Iterator[Candidat
         digest = content_hash(t.subject, t.body)
         if needs_work(digest, stored.get(t.ticket_id), version, dead.get(t.ticket_id), reprocess):
             text, _ = model_input(t.subject, t.body, max_chars_for(max_len))
-            yield Candidate(t.ticket_id, digest, estimate_tokens(t.subject, t.body, max_len), text is None)
+            has_result = t.ticket_id in stored
+            yield Candidate(t.ticket_id, digest, estimate_tokens(t.subject, t.body, max_len), text is None, has_result)

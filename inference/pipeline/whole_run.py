@@ -5,29 +5,19 @@ from __future__ import annotations
 from inference.config import Settings
 from inference.modelinfo import model_version
 from inference.options import RunOptions
-from inference.pipeline import compute
-from inference.pipeline.compute import Model
 from inference.pipeline.finish_step import finish_run
 from inference.pipeline.infer_step import infer_shard, retry_failed
-from inference.pipeline.load_step import load_results
+from inference.pipeline.load_step import load_results, pending_retries
 from inference.pipeline.plan_step import plan_run
-from inference.pipeline.runtime import Runtime
-from inference.store import runs
 from inference.window import Window
 
 
-def pending_retries(settings: Settings, run_id: str) -> int:
-    """How many of the run's failures still wait for a retry (the DAG's branch decision)."""
-    with Runtime(settings) as rt, rt.engine.connect() as conn:
-        return runs.count_retryable(conn, run_id)
-
-
-def run_window(
-    settings: Settings, run_id: str, window: Window, options: RunOptions | None = None, model: Model | None = None
-) -> dict:
+def run_window(settings: Settings, run_id: str, window: Window, options: RunOptions | None = None, model=None) -> dict:
     """Raises RunFailed (with the summary) when finish_run does; the model is loaded once for all shards."""
     shards = plan_run(settings, run_id, window, options)
     if shards and model is None:
+        from inference.pipeline import compute
+
         model = compute.load(settings, model_version(settings))
     for shard in shards:
         infer_shard(settings, run_id, shard["shard"], model=model)

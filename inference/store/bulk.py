@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import threading
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 
 _temp_metadata = sa.MetaData()
 _temp_tables: dict[str, sa.Table] = {}
+_temp_lock = threading.Lock()  # write-behind and main threads may ask for a twin at the same time
 
 
 def temp_twin(table: sa.Table) -> sa.Table:
     """A same-shaped `<table>_in` temporary table, created in this transaction's connection on demand."""
     name = f"{table.name}_in"
-    if name not in _temp_tables:
-        _temp_tables[name] = sa.Table(name, _temp_metadata, *[sa.Column(c.name, c.type) for c in table.columns])
-    return _temp_tables[name]
+    with _temp_lock:
+        if name not in _temp_tables:
+            _temp_tables[name] = sa.Table(name, _temp_metadata, *[sa.Column(c.name, c.type) for c in table.columns])
+        return _temp_tables[name]
 
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})

@@ -39,7 +39,13 @@ def make_engine(url: str, **kwargs) -> sa.Engine:
     parsed = sa.make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise DatabaseUnavailable(
+                    f"cannot create the directory of the SQLite database {parsed.database} "
+                    f"({type(exc).__name__}): check TICKETS_DB_URL or the Airflow connection 'tickets_db'"
+                ) from None
         engine = sa.create_engine(url, connect_args={"timeout": 60}, **kwargs)
         sa.event.listen(engine, "connect", _sqlite_on_connect)
         sa.event.listen(engine, "begin", _sqlite_on_begin)

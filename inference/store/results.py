@@ -71,3 +71,14 @@ def current_versions(conn: sa.Connection, ticket_ids: list[str]) -> dict[str, tu
         )
         out.update({r.ticket_id: (r.content_hash, r.model_version) for r in conn.execute(stmt)})
     return out
+
+
+def retract_results(conn: sa.Connection, ticket_ids: list[str]) -> None:
+    """Deletes results whose ticket no longer has anything to embed (emptied since)."""
+    c = ticket_results.c
+    for i in range(0, len(ticket_ids), 1000):
+        conn.execute(
+            sa.delete(ticket_results).where(
+                c.ticket_id.in_(sa.bindparam("ids", ticket_ids[i : i + 1000], expanding=True))
+            )
+        )

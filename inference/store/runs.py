@@ -104,6 +104,27 @@ def pending_items(conn: sa.Connection, run_id: str, shard: int, after: str, limi
     return [(t, a) for t, a in conn.execute(stmt)]
 
 
+def lock_open_items(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> set[str]:
+    """Of these items, those still waiting for the model (planned, or failed and being retried),
+    locked for this transaction (FOR UPDATE on PostgreSQL; SQLite write transactions are exclusive)."""
+    i = s.inference_run_items.c
+    ids = sorted(set(ticket_ids))
+    open_: set[str] = set()
+    for k in range(0, len(ids), 1000):
+        stmt = (
+            sa.select(i.ticket_id)
+            .where(
+                i.run_id == run_id,
+                i.ticket_id.in_(sa.bindparam("ids", expanding=True)),
+                i.status.in_([s.ITEM_PLANNED, s.ITEM_FAILED]),
+            )
+            .order_by(i.ticket_id)
+            .with_for_update()
+        )
+        open_.update(conn.scalars(stmt, {"ids": ids[k : k + 1000]}))
+    return open_
+
+
 def claim(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> None:
     """Counts an attempt before the model sees the items, committed first: if the process dies in the
     model, the next attempt knows which items were in flight."""
@@ -259,6 +280,11 @@ def count_retryable(conn: sa.Connection, run_id: str) -> int:
     f = s.ticket_failures.c
     stmt = sa.select(sa.func.count()).where(f.run_id == run_id, f.status == s.FAILURE_PENDING)
     return conn.scalar(stmt) or 0
+
+
+def count_dead(conn: sa.Connection, run_id: str) -> int:
+    f = s.ticket_failures.c
+    return conn.scalar(sa.select(sa.func.count()).where(f.run_id == run_id, f.status == s.FAILURE_DEAD)) or 0
 
 
 def dead_letters(conn: sa.Connection, model_version: str) -> dict[str, set[str]]:

@@ -12,21 +12,34 @@ from typing import Any
 RETRY_TASK, FINISH_TASK = "retry_failed", "finish_run"
 
 
-def _final(fn):
+def _final(fn=None, *, not_planned: str = "skip"):
     """Errors that a retry cannot fix (bad configuration or params, a run that failed its own checks)
-    fail the task at once: AirflowFailException, with the original error as its cause."""
+    fail the task at once: AirflowFailException, with the original error as its cause.
+
+    A run that plan never recorded (plan failed, and alerted, before writing anything): the steps in
+    between have nothing to do and skip (`not_planned="skip"`); finish_run fails (`"fail"`), final, so
+    the DAG run ends failed (a skipped leaf would mark it a success) and on-call hears of it even when
+    plan died too hard to run its own callback."""
     import functools
+
+    if fn is None:
+        return functools.partial(_final, not_planned=not_planned)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
         from inference.config import ConfigError
         from inference.modelinfo import ModelUnavailable
         from inference.pipeline import ModelChanged, RunFailed
+        from inference.store.runs import RunNotFound
 
         try:
             return fn(*args, **kwargs)
+        except RunNotFound as exc:
+            if not_planned == "fail":
+                raise AirflowFailException(f"RunNotFound: {exc}; plan failed: see its log") from exc
+            raise AirflowSkipException(str(exc)) from exc
         except (ConfigError, ModelUnavailable, ModelChanged, RunFailed) as exc:
             raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
@@ -100,7 +113,7 @@ def retry(context: dict[str, Any]) -> dict:
     return retry_failed(settings(), context["run_id"])
 
 
-@_final
+@_final(not_planned="fail")
 def finish(context: dict[str, Any]) -> dict:
     from inference.pipeline import finish_run
 

@@ -120,14 +120,6 @@ def test_a_sqlite_file_that_is_not_a_database_is_reported_as_unavailable(tmp_pat
     assert db_file.read_bytes() == b"this is not a database\n" * 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OSError,
-    reason="bug: inference/store/db.py make_engine mkdirs the SQLite parent directory, called by "
-    "Runtime.__init__ outside its check_connection guard: an impossible path raises a bare "
-    "FileExistsError/OSError that does not mention TICKETS_DB_URL, and `python -m inference run` "
-    "(which catches only ConfigError, RuntimeError, LookupError) dies with a traceback",
-)
 def test_an_impossible_sqlite_path_is_reported_as_unavailable(tmp_path):
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the database directory should be")

@@ -142,14 +142,6 @@ def test_a_model_version_change_mid_run_raises_and_writes_nothing(four_tickets, 
     assert {(i.status, i.attempts) for i in items(engine, "run-1").values()} == {("planned", 0)}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="gap: a ticket whose text is emptied after it got a result is planned (its hash changed), "
-    "skipped as empty_input, and its old ticket_results row is left in place: the stored embedding and "
-    "category describe text that no longer exists (inference/pipeline/plan_step.py plan_run / _judge "
-    "records the skip but nothing removes or invalidates the stale result)",
-)
 def test_a_ticket_emptied_after_its_result_does_not_keep_a_stale_result(db_engine, model):
     settings = settings_for(db_engine)
     add_ticket(db_engine, 1, "Refund", "I was charged twice.", CREATED)
