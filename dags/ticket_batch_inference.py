@@ -34,8 +34,8 @@ from inference_airflow.params import PARAMS
     catchup=False,
     max_active_runs=4,
     default_args={
-        "retries": 2,
-        "retry_delay": dt.timedelta(minutes=1),
+        "retries": routing.TASK_RETRIES,
+        "retry_delay": dt.timedelta(seconds=routing.RETRY_DELAY_SECONDS),
         "retry_exponential_backoff": 2.0,
         # Task level, after the last retry. A task killed so hard that its callback cannot run still
         # alerts: finish_run always runs and fails its reconciliation for the tickets left unfinished.
@@ -57,7 +57,9 @@ def ticket_batch_inference():
     def plan(**context) -> list[dict]:
         return steps.plan(context)
 
-    @task(pool=routing.GPU_POOL, queue=routing.GPU_QUEUE)
+    gpu = {"pool": routing.GPU_POOL, "queue": routing.GPU_QUEUE, "executor_config": routing.gpu_executor_config()}
+
+    @task(**gpu)
     def infer_shard(shard: dict, **context) -> dict:
         return steps.infer(shard, context)
 
@@ -69,7 +71,7 @@ def ticket_batch_inference():
     def has_retries(**context) -> list[str]:
         return steps.choose_branch(context)
 
-    @task(pool=routing.GPU_POOL, queue=routing.GPU_QUEUE)
+    @task(**gpu)
     def retry_failed(**context) -> dict:
         return steps.retry(context)
 

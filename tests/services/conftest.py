@@ -1,5 +1,10 @@
-"""A real Airflow, run the way operators run it: separate scheduler, dag-processor, API server and triggerer
-processes (LocalExecutor) on a fresh PostgreSQL metadata database, all on 127.0.0.1, once per session.
+"""A real distributed Airflow, run the way the reference deployment (docker-compose.yml) runs it: separate
+scheduler, dag-processor, API server and triggerer processes, the CeleryExecutor with the Redis broker on
+127.0.0.1:6379 (keys prefixed per session), results and metadata in a fresh PostgreSQL database, and two
+Celery workers under different names: `cpu-worker` on the `default` queue and `gpu-worker` on the GPU
+queue (routing.GPU_QUEUE), as a CPU node and a GPU node would. Once per session, all on 127.0.0.1.
+Workers report their names through [core] hostname_callable, so the metadata DB records which one ran
+each task instance (task_instance.hostname).
 
 What the session sets up before the components start (they read their environment at start):
 - a fresh metadata database and a fresh tickets database (CREATE DATABASE via pg_admin_url, dropped at the
@@ -49,6 +54,8 @@ BIN = Path(sys.executable).parent  # the venv's bin: `airflow`, and `python` for
 DAG_ID = "ticket_batch_inference"
 USER, PASSWORD = "operator", "op-" + secrets.token_urlsafe(9)
 COMPONENTS = ("scheduler", "dag-processor", "api-server", "triggerer")
+# Celery workers: name -> (queue, concurrency). The GPU queue and pool are the routing defaults.
+WORKERS = {"cpu-worker": ("default", 4), "gpu-worker": ("gpu", 1)}
 NO_RETRY_PREFIX = "noretry__"
 CHUNK_SIZE = 16  # INFERENCE_CHUNK_SIZE for the whole session: infer_shard commits every 16 tickets
 ALERT_TO = "oncall@example.test"
@@ -70,11 +77,10 @@ def task_instance_mutation_hook(task_instance, dag_run=None):
         task_instance.max_tries = 0
 
 
-if "scheduler" in sys.argv[1:2]:
-    # Preload the heavy third-party modules in the scheduler: LocalExecutor forks its workers, and they
-    # fork the task processes, from it, so each task skips ~3 s of imports on this 2-core machine. Every
-    # task imports the library through inference.pipeline, which imports torch and transformers even for
-    # plan, load_results, has_retries and finish_run. The library itself is still imported per task.
+if sys.argv[1:3] == ["celery", "worker"]:
+    # Preload the heavy third-party modules in the Celery workers: their pool processes, and the task
+    # processes they fork, start from the worker's main process, so each task skips ~3 s of imports on
+    # this 2-core machine. The library itself is still imported per task.
     import numpy, psycopg2, sqlalchemy, tokenizers, torch  # noqa: E401, F401
     from transformers import AutoModel, AutoTokenizer  # noqa: F401
 '''
@@ -199,6 +205,18 @@ def receivers():
 # --- the Airflow service ---------------------------------------------------------------------------------
 
 
+WORKER_IDENTITY = '''
+"""Test-only [core] hostname_callable: the Celery worker's name (SVC_WORKER_NAME), else the host name."""
+
+import os
+import socket
+
+
+def hostname():
+    return os.environ.get("SVC_WORKER_NAME") or socket.getfqdn()
+'''
+
+
 class AirflowError(AssertionError):
     pass
 
@@ -209,6 +227,8 @@ class AirflowService:
     env: dict[str, str]
     port: int
     tickets_url: str  # SQLAlchemy URL of the tickets database
+    meta_url: str = ""  # SQLAlchemy URL of the metadata database
+    workers: dict = field(default_factory=lambda: dict(WORKERS))  # Celery worker name -> (queue, concurrency)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     token: str = ""
     test_runs: list[str] = field(default_factory=list)  # runs the current test touched: logs on failure
@@ -224,11 +244,11 @@ class AirflowService:
 
     # processes
 
-    def start(self, name: str, *args: str) -> None:
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
         out = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         self.procs[name] = subprocess.Popen(
             [str(BIN / "airflow"), *args],
-            env=self.env,
+            env={**self.env, **(env or {})},
             cwd=self.home,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -294,7 +314,7 @@ class AirflowService:
         return "\n".join(parts) or f"(no task logs for run {run_id})"
 
     def report(self) -> str:
-        parts = [self.log_tail(name) for name in COMPONENTS]
+        parts = [self.log_tail(name) for name in (*COMPONENTS, *WORKERS)]
         parts += [self.task_log_tails(run_id) for run_id in dict.fromkeys(self.test_runs)]
         return "\n".join(parts)
 
@@ -508,17 +528,25 @@ def airflow(pg_admin_url, receivers, tmp_path_factory):
         passwords = home / "passwords.json"
         passwords.write_text(json.dumps({USER: PASSWORD}))
         code = _snapshot_code(home / "code")
+        (code / "svc_worker_identity.py").write_text(WORKER_IDENTITY)
         port = _free_port()
+        meta_sa_url = sa.make_url(meta_url).set(drivername="postgresql+psycopg2").render_as_string(hide_password=False)
         base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "INFERENCE_", "TICKETS_"))}
         env = {
             **base,
             "PATH": f"{BIN}{os.pathsep}{base.get('PATH', '')}",
             "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
             "AIRFLOW__CORE__PARALLELISM": "4",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sa.make_url(meta_url)
-            .set(drivername="postgresql+psycopg2")
-            .render_as_string(hide_password=False),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": meta_sa_url,
+            "AIRFLOW__CELERY__BROKER_URL": "redis://127.0.0.1:6379/0",
+            # Keys of this session only: another session's workers on the same Redis never take our tasks.
+            "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__GLOBAL_KEYPREFIX": f"svc_{suffix}:",
+            "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT": "86400",
+            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + meta_sa_url,
+            "AIRFLOW__CELERY__SYNC_PARALLELISM": "1",
+            "AIRFLOW__CORE__HOSTNAME_CALLABLE": "svc_worker_identity.hostname",
+            "AIRFLOW__OPERATORS__DEFAULT_QUEUE": "default",
             "PYTHONPATH": str(code),  # before the editable install of the library: the snapshot's inference/
             "AIRFLOW__CORE__DAGS_FOLDER": str(code / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(code / "plugins"),
@@ -549,7 +577,7 @@ def airflow(pg_admin_url, receivers, tmp_path_factory):
             "TOKENIZERS_PARALLELISM": "false",
             **receivers.env(),
         }
-        svc = AirflowService(home=home, env=env, port=port, tickets_url=tickets_url, code=code)
+        svc = AirflowService(home=home, env=env, port=port, tickets_url=tickets_url, meta_url=meta_sa_url, code=code)
         _ACTIVE.append(svc)
 
         phases = [("databases", time.monotonic())]
@@ -563,6 +591,10 @@ def airflow(pg_admin_url, receivers, tmp_path_factory):
         for name in COMPONENTS:
             args = ["api-server", "--port", str(port), "--host", "127.0.0.1", "--workers", "1"]
             svc.start(name, *(args if name == "api-server" else [name]))
+        for name, (queue, concurrency) in WORKERS.items():
+            # --skip-serve-logs: both workers share this host (the log server port) and this log folder.
+            args = ["celery", "worker", "--queues", queue, "--concurrency", str(concurrency), "--skip-serve-logs"]
+            svc.start(name, *args, "--celery-hostname", f"{name}@{suffix}", env={"SVC_WORKER_NAME": name})
         svc.cli("pools", "set", "gpu", "1", "GPU slots for model tasks")
         phases.append(("pool", time.monotonic()))
         for name, proc in seeding.items():
@@ -626,6 +658,14 @@ def _wait_ready(svc: AirflowService, timeout: float, phases: list) -> None:
             raise AirflowError(f"DAG {DAG_ID} not parsed after {timeout:.0f}s: {r.status_code} {r.text}")
         time.sleep(0.5)
     phases.append(("parsed", time.monotonic()))
+    waiting = set(WORKERS)
+    while waiting:  # each Celery worker is connected to the broker and consuming its queue
+        svc.check_alive()
+        waiting = {n for n in waiting if "ready." not in (svc.home / f"{n}.log").read_text("utf-8", "replace")}
+        if waiting and time.monotonic() > deadline:
+            raise AirflowError(f"Celery workers {sorted(waiting)} not ready after {timeout:.0f}s")
+        time.sleep(0.5)
+    phases.append(("workers", time.monotonic()))
     r = svc.api("PATCH", f"/api/v2/dags/{DAG_ID}", params={"update_mask": "is_paused"}, json={"is_paused": False})
     assert r.status_code == 200 and r.json()["is_paused"] is False, f"unpause: {r.status_code} {r.text}"
 
