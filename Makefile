@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo airflow test test-fast lint format constraints clean
+.PHONY: help install demo airflow test test-fast bench lint format constraints clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ test: $(STAMP) ## the whole test suite (PostgreSQL found or started by the tests
 
 test-fast: $(STAMP) ## unit tests only (no database, no model)
 	$(PY) -m pytest tests/unit -q
+
+bench: $(STAMP) ## BENCHMARKS.md numbers: engine vs peers, budget sweep, DB writes, end to end, RSS (~15 min, PostgreSQL)
+	mkdir -p .data && INFERENCE_DEVICE=$${INFERENCE_DEVICE:-cpu} $(PY) -m inference bench --json .data/bench.json
 
 lint: $(STAMP) ## ruff lint and format check
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

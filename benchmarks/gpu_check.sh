@@ -14,7 +14,7 @@ export PYTHONPATH=${PYTHONPATH:-$PWD} INFERENCE_DEVICE=cuda TOKENIZERS_PARALLELI
 [ -d .gpu-model ] && export INFERENCE_MODEL=$PWD/.gpu-model
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 timeout 180 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider -s 2>&1 | tee "$OUT/gpu-tests.log"
-timeout 240 python3 -m inference bench --tickets 20000 --one-by-one 500 --budgets 16384,65536,262144 \
+INFERENCE_DTYPE=float32 timeout 240 python3 -m inference bench --tickets 20000 --one-by-one 500 --budgets 16384,65536,262144 \
   --db-rows 0 --e2e-tickets 0 --memory '' --json "$OUT/bench-cuda.json" 2>&1 | tee "$OUT/bench-cuda.log"
-INFERENCE_DTYPE=bfloat16 timeout 120 python3 -m inference bench --tickets 20000 --one-by-one 0 --budgets '' \
+INFERENCE_DTYPE=auto timeout 120 python3 -m inference bench --tickets 20000 --one-by-one 0 --budgets '' \
   --db-rows 0 --e2e-tickets 0 --memory '' --json "$OUT/bench-cuda-bf16.json" 2>&1 | tee "$OUT/bench-cuda-bf16.log"

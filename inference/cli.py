@@ -61,9 +61,12 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="throughput against peers, write rates, end to end, memory (BENCHMARKS.md)")
     bench.add_argument("--tickets", type=_positive, default=2000, help="texts for the engine comparison (2000)")
+    bench.add_argument(
+        "--repeat", type=_positive, default=3, help="runs of sentence-transformers and ours; the best counts (3)"
+    )
     bench.add_argument("--one-by-one", type=int, default=300, help="texts for the one-per-forward peer (300; 0 skips)")
     bench.add_argument(
-        "--budgets", type=_int_list, default=[1024, 2048, 4096, 8192, 16384], help="token budgets to sweep"
+        "--budgets", type=_int_list, default=[512, 1024, 2048, 4096, 8192], help="token budgets to sweep"
     )
     bench.add_argument("--db-rows", type=int, default=20000, help="result rows for the write-rate test (0 skips)")
     bench.add_argument("--e2e-tickets", type=int, default=20000, help="tickets for the end-to-end run (0 skips)")

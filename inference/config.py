@@ -87,7 +87,7 @@ class Settings:
     max_seq_length: int = 256
     max_batch_tokens: int | None = None
     max_batch_size: int = 256
-    chunk_size: int = 1024
+    chunk_size: int = 2048
     shard_tokens: int = 1_000_000
     max_shards: int = 64
     max_attempts: int = 3
@@ -207,7 +207,7 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides) -> Sett
         max_seq_length=_int(env, "INFERENCE_MAX_SEQ_LENGTH", 256),
         max_batch_tokens=_int(env, "INFERENCE_MAX_BATCH_TOKENS", None),
         max_batch_size=_int(env, "INFERENCE_MAX_BATCH_SIZE", 256),
-        chunk_size=_int(env, "INFERENCE_CHUNK_SIZE", 1024),
+        chunk_size=_int(env, "INFERENCE_CHUNK_SIZE", 2048),
         shard_tokens=_int(env, "INFERENCE_SHARD_TOKENS", 1_000_000),
         max_shards=_int(env, "INFERENCE_MAX_SHARDS", 64),
         max_attempts=_int(env, "INFERENCE_MAX_ATTEMPTS", 3),

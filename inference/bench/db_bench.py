@@ -29,6 +29,9 @@ def result_rows(n: int, dim: int = 384, seed: int = 0) -> list[dict]:
             embedding_dim=dim,
             category="billing",
             category_score=0.5,
+            category_confidence=0.9,
+            category_uncertain=False,
+            summary=f"Ticket {i} asks for a refund of a duplicate charge on the last invoice.",
             truncated=False,
             input_tokens=42,
             run_id="bench",
@@ -52,9 +55,9 @@ def rowwise(engine: sa.Engine, rows: list[dict]) -> float:
     from sqlalchemy.dialects import postgresql
 
     stmt = postgresql.insert(ticket_results)
-    stmt = stmt.on_conflict_do_update(
+    stmt = stmt.on_conflict_do_update(  # the same update as ours: every column but the key
         index_elements=["ticket_id"],
-        set_={"embedding": stmt.excluded.embedding},
+        set_={c.name: stmt.excluded[c.name] for c in ticket_results.columns if c.name != "ticket_id"},
         where=ticket_results.c.source_updated_at < stmt.excluded.source_updated_at,
     )
     sql = str(stmt.compile(dialect=postgresql.psycopg2.dialect()))  # pyformat: %(name)s, values bound

@@ -80,8 +80,8 @@ def run(settings: Settings, args) -> dict:
     if args.one_by_one:
         results.append(engine_bench.one_per_forward(tokenizer, encoder, texts[: args.one_by_one]))
     results.append(engine_bench.fixed_batches(tokenizer, encoder, texts))
-    results.append(engine_bench.sentence_transformers(settings.model_dir, texts, encoder))
-    mine = engine_bench.ours(encoder, texts, settings.chunk_size)
+    results.append(engine_bench.sentence_transformers(settings.model_dir, texts, encoder, repeat=args.repeat))
+    mine = engine_bench.ours(encoder, texts, settings.chunk_size, repeat=args.repeat)
     results.append(mine)
     reference = next(r for r in results if r.name.startswith("sentence-transformers"))
     report["engine"] = {

@@ -20,7 +20,7 @@ from inference.engine.batching import Batch, plan_batches
 from inference.engine.model import LoadedModel
 from inference.errors import MODEL_ERROR, NAN_OUTPUT, OOM
 
-DEFAULT_BATCH_TOKENS = {"cpu": 8192, "cuda": 65536}
+DEFAULT_BATCH_TOKENS = {"cpu": 1024, "cuda": 65536}  # CPU: measured, BENCHMARKS.md (token budget sweep)
 _FATAL_DEVICE_MARKERS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "illegal memory access", "NCCL")
 
 
@@ -64,7 +64,7 @@ class Encoder:
     ):
         self.loaded = loaded
         kind = loaded.device.type
-        self.max_batch_tokens = max_batch_tokens or DEFAULT_BATCH_TOKENS.get(kind, 8192)
+        self.max_batch_tokens = max_batch_tokens or DEFAULT_BATCH_TOKENS.get(kind, 1024)
         self.max_batch_size = max_batch_size
         self.pad_multiple = pad_multiple or (8 if kind == "cuda" else 1)
 

@@ -35,9 +35,14 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def resolve_dtype(name: str) -> torch.dtype:
-    """`auto` is float32: half precision is an explicit choice until it is measured per model."""
-    return {"auto": torch.float32, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+def resolve_dtype(name: str, device: torch.device | None = None) -> torch.dtype:
+    """`auto`: bfloat16 on CUDA devices that support it, float16 on older ones, float32 on CPU (no
+    bf16 units on most CPUs; half precision there is slower, not faster)."""
+    if name == "auto":
+        if device is not None and device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
 def cpu_threads(requested: int) -> int:
@@ -60,10 +65,11 @@ def load_model(
     hf_tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     if not hf_tokenizer.is_fast:
         raise ModelUnavailable(f"model directory {model_dir} has no fast tokenizer (tokenizer.json)")
-    model = AutoModel.from_pretrained(
-        path, local_files_only=True, trust_remote_code=False, use_safetensors=True, dtype=resolve_dtype(dtype)
-    )
     target = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, target)
+    model = AutoModel.from_pretrained(
+        path, local_files_only=True, trust_remote_code=False, use_safetensors=True, dtype=torch_dtype
+    )
     model = model.to(target).eval()
     if target.type == "cpu":
         torch.set_num_threads(cpu_threads(threads))
@@ -78,6 +84,4 @@ def load_model(
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length)
     pad_id = hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None else 0
-    return LoadedModel(
-        model, tokenizer, target, resolve_dtype(dtype), max_length, pad_id, int(model.config.hidden_size)
-    )
+    return LoadedModel(model, tokenizer, target, torch_dtype, max_length, pad_id, int(model.config.hidden_size))

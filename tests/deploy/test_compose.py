@@ -70,7 +70,7 @@ EXAMPLE_VALUES = {
     "INFERENCE_MODEL": "the default is the bundled model's directory, which depends on the installation",
     "INFERENCE_TAXONOMY": "the default (the built-in categories) has no file to name",
     "INFERENCE_SUMMARY_MODEL": "the default is no model; the line shows what a value looks like",
-    "INFERENCE_MAX_BATCH_TOKENS": "the default depends on the device (8192 on CPU, 65536 on CUDA)",
+    "INFERENCE_MAX_BATCH_TOKENS": "the default depends on the device (1024 on CPU, calibrated on CUDA)",
 }
 
 

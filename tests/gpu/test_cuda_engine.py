@@ -53,3 +53,12 @@ def test_bf16_stays_close_to_fp32(cuda_fp32, texts):
     cos = _cos(ref, half)
     print(f"bf16 vs fp32 cosine: min {cos.min():.6f} mean {cos.mean():.6f}")
     assert cos.min() >= 0.99
+
+
+def test_auto_dtype_is_half_precision_on_cuda():
+    import torch
+
+    from inference.engine.model import resolve_dtype
+
+    expected = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    assert resolve_dtype("auto", torch.device("cuda")) is expected

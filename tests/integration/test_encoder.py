@@ -106,3 +106,14 @@ def test_a_broken_device_is_raised_not_swallowed(model, monkeypatch):
     monkeypatch.setattr(Encoder, "forward", forward)
     with pytest.raises(DeviceBroken):
         model.encoder.encode(["hello", "world"])
+
+
+def test_auto_dtype_is_float32_on_cpu_and_explicit_names_are_kept():
+    import torch
+
+    from inference.engine.model import resolve_dtype
+
+    assert resolve_dtype("auto", torch.device("cpu")) is torch.float32
+    assert resolve_dtype("auto") is torch.float32
+    assert resolve_dtype("bfloat16", torch.device("cpu")) is torch.bfloat16
+    assert resolve_dtype("float16", torch.device("cuda")) is torch.float16

@@ -6,6 +6,7 @@ import datetime as dt
 import threading
 
 import numpy as np
+import pytest
 import sqlalchemy as sa
 
 from inference.store.db import writing
@@ -29,6 +30,9 @@ def row(ticket_id: str, *, at: dt.datetime = T0, digest: str = "a" * 64, version
         embedding_dim=4,
         category=category,
         category_score=0.5,
+        category_confidence=None,
+        category_uncertain=None,
+        summary=None,
         truncated=False,
         input_tokens=10,
         run_id="r1",
@@ -111,14 +115,45 @@ def test_concurrent_overlapping_upserts_converge(pg_engine):
     assert {r.content_hash for r in final.values()} == {f"{7:064x}"}
 
 
-def test_bulk_path_keeps_awkward_values_exact(db_engine):
-    """PostgreSQL writes through COPY: tabs, newlines, backslashes and NUL-free unicode survive."""
+@pytest.fixture(params=["binary", "text"])
+def copy_format(request, monkeypatch):
+    """PostgreSQL COPY in its binary format (the default) and in the text format (the fallback for a
+    column type without a binary encoder); SQLite has no COPY and ignores this."""
+    from inference.store import bulk
+
+    if request.param == "text":
+        monkeypatch.setattr(bulk, "_BINARY", {k: v for k, v in bulk._BINARY.items() if k != "bytea"})
+    return request.param
+
+
+def test_bulk_path_keeps_awkward_values_exact(db_engine, copy_format):
+    """PostgreSQL writes through COPY: tabs, newlines, backslashes, unicode, NULLs, extreme numbers and
+    timestamps in other zones survive either COPY format exactly."""
     awkward = ["a\tb", "line\nbreak", "back\\slash", "\\N", "emoji-😀-עברית", "quote\"'"]
     rows = [row(t) for t in awkward]
     rows[0]["model_version"] = "m@1\\x00"
+    rows[1].update(category=None, category_score=None, embedding=None, embedding_dim=None, summary=None)
+    rows[2].update(category_score=-1.5e-300, category_confidence=0.123456789012345, category_uncertain=True)
+    rows[3].update(summary="Zwei Sätze.\tMit Tab.\nUnd Zeile.", input_tokens=2_147_483_647, truncated=True)
+    plus_five = dt.timezone(dt.timedelta(hours=5, minutes=30))
+    rows[4].update(source_updated_at=T0.astimezone(plus_five) + dt.timedelta(microseconds=7))
     assert upsert(db_engine, rows) == set(awkward)
     got = stored(db_engine)
     assert set(got) == set(awkward)
     assert got["a\tb"].model_version == "m@1\\x00"
-    assert all(got[t].embedding == r["embedding"] for t, r in zip(awkward, rows, strict=True))
-    assert all(got[t].source_updated_at == T0 for t in awkward)
+    for t, r in zip(awkward, rows, strict=True):
+        for name in (
+            "embedding",
+            "embedding_dim",
+            "category",
+            "category_score",
+            "category_confidence",
+            "category_uncertain",
+            "summary",
+            "truncated",
+            "input_tokens",
+            "model_version",
+        ):
+            assert getattr(got[t], name) == r.get(name), (t, name)
+        assert got[t].source_updated_at == r["source_updated_at"], t
+    assert got["emoji-😀-עברית"].source_updated_at == T0 + dt.timedelta(microseconds=7)
