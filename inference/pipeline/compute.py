@@ -67,12 +67,17 @@ def _load_weights(settings: Settings, dtype: str):
     )
 
 
-def category_head(settings: Settings, encoder: Encoder, version: str | None = None) -> CategoryHead:
+def category_head(settings: Settings, encoder: Encoder) -> CategoryHead:
     taxonomy = load_taxonomy(settings)
     examples = load_example_files(settings.fewshot_file, set(taxonomy))
     cache = None
-    if version and settings.cache_dir:
-        key = hashlib.sha256(f"{version}|{encoder.loaded.dtype}|{settings.quantize}".encode()).hexdigest()[:24]
+    if settings.cache_dir:
+        # Keyed on what the prototypes are computed from (weights, taxonomy, examples, dtype), never on
+        # INFERENCE_MODEL_VERSION: a fixed version string must not serve prototypes of edited examples.
+        from inference.modelinfo import heads_fingerprint, weights_fingerprint
+
+        parts = (weights_fingerprint(settings.model_dir), heads_fingerprint(settings), encoder.loaded.dtype)
+        key = hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:24]
         cache = Path(settings.cache_dir) / f"category-{key}.npz"
     return CategoryHead(taxonomy, examples, encoder, settings.uncertain_below, cache=cache)
 
@@ -83,7 +88,7 @@ def load(settings: Settings, version: str) -> Model:
     if loaded.device.type == "cuda" and settings.max_batch_tokens is None:
         budget = encoder.calibrate()
         log.info("calibrated the GPU token budget: %d padded tokens per forward pass", budget)
-    category = category_head(settings, encoder, version) if "category" in settings.heads else None
+    category = category_head(settings, encoder) if "category" in settings.heads else None
     summarizer = None
     if "summary" in settings.heads and settings.summary == "abstractive":
         from inference.engine.generate import Summarizer

@@ -24,10 +24,15 @@ GPU_POOL = os.environ.get("INFERENCE_GPU_POOL") or "gpu"
 
 
 def _int_env(name: str, default: int, low: int, high: int) -> int:
+    """An integer setting; a bad value fails the DAG import, naming the variable (never silently replaced)."""
+    raw = (os.environ.get(name) or "").strip()
     try:
-        return min(high, max(low, int(os.environ.get(name) or default)))
+        value = int(raw) if raw else default
     except ValueError:
-        return default
+        value = None
+    if value is None or not low <= value <= high:
+        raise ValueError(f"{name}: expected an integer from {low} to {high}, got {raw!r}")
+    return value
 
 
 TASK_RETRIES = _int_env("INFERENCE_TASK_RETRIES", 2, 0, 20)

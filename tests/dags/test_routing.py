@@ -78,3 +78,12 @@ def test_kubernetes_gpu_pod_override_survives_serialisation(airflow_db):
 def test_a_malformed_node_selector_is_an_import_error_naming_the_setting(airflow_db, selector):
     result = parse(airflow_db, INFERENCE_K8S_GPUS="1", INFERENCE_K8S_GPU_NODE_SELECTOR=selector)
     assert "INFERENCE_K8S_GPU_NODE_SELECTOR" in json.dumps(result["errors"])
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("INFERENCE_TASK_RETRIES", "two"), ("INFERENCE_RETRY_DELAY_SECONDS", "0"), ("INFERENCE_K8S_GPUS", "-1")],
+)
+def test_a_bad_routing_setting_is_an_import_error_naming_it(airflow_db, name, value):
+    result = parse(airflow_db, **{name: value})
+    assert name in json.dumps(result["errors"])

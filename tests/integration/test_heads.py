@@ -112,3 +112,44 @@ def test_abstractive_generation_end_to_end_with_a_tiny_local_model(sqlite_engine
     result = run_window(abstractive, "r1", WINDOW)
     assert result["succeeded"] == 60
     assert all(r.summary and r.summary.strip() for r in _results(sqlite_engine).values())
+
+
+def test_category_prototypes_are_cached_and_an_edited_example_file_misses_the_cache(model, tmp_path):
+    """The cache saves re-embedding the examples at every task start; it is keyed on what the prototypes
+    come from, so editing the examples recomputes them even under a fixed INFERENCE_MODEL_VERSION."""
+    import json
+
+    import numpy as np
+
+    examples = tmp_path / "examples.jsonl"
+    rows = [
+        {"id": "x1", "subject": "Charged twice", "body": "Two payments for one order.", "label": "billing"},
+        {
+            "id": "x2",
+            "subject": "Locked out",
+            "body": "My password reset link never arrives.",
+            "label": "account_access",
+        },
+    ]
+    examples.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    cache = tmp_path / "cache"
+    settings = Settings(device="cpu", fewshot_file=str(examples), cache_dir=str(cache), model_version="pinned@1")
+
+    first = compute.category_head(settings, model.encoder)
+    (stored,) = list(cache.glob("category-*.npz"))
+    calls = []
+    real_encode = model.encoder.encode
+    model.encoder.encode = lambda texts: calls.append(len(texts)) or real_encode(texts)
+    try:
+        again = compute.category_head(settings, model.encoder)
+        assert calls == [], "a cache hit embeds nothing"
+        np.testing.assert_array_equal(again.example_vectors, first.example_vectors)
+
+        rows[1]["body"] = "I cannot sign in since the update."
+        examples.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        edited = compute.category_head(settings, model.encoder)
+        assert calls, "edited examples are embedded again"
+        assert not np.allclose(edited.example_vectors[1], first.example_vectors[1])
+        assert len(list(cache.glob("category-*.npz"))) == 2 and stored.exists()
+    finally:
+        model.encoder.encode = real_encode
