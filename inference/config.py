@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from inference.errors import ConfigError
+
 DEFAULT_DB_FILE = Path(".data") / "tickets.db"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # use with fullmatch
 DEVICES = ("auto", "cpu", "cuda")
@@ -20,10 +22,6 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZE = ("none", "int8")
 HEADS = ("embedding", "category", "summary")
 SUMMARIES = ("extractive", "abstractive")
-
-
-class ConfigError(ValueError):
-    """A setting is missing or invalid; the message says which and how to fix it."""
 
 
 def default_db_url() -> str:

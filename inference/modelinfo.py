@@ -11,14 +11,11 @@ import json
 from pathlib import Path
 
 from inference.config import Settings
+from inference.errors import ModelUnavailable
 from inference.taxonomy import load_taxonomy, taxonomy_fingerprint
 
 BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 SAMPLE = 1 << 20  # bytes read from each end of a weights file
-
-
-class ModelUnavailable(RuntimeError):
-    """The model directory is missing or unusable; raised before anything is written."""
 
 
 def check_model_dir(model_dir: str) -> Path:

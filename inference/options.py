@@ -11,16 +11,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from inference.config import ConfigError
+from inference.errors import InvalidOptions
 from inference.window import Window, as_utc, window_for_date
 
 TICKET_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 MAX_TICKET_IDS = 10_000
 LIMITS = {"limit": (1, 10_000_000), "shards": (1, 1024), "max_batch_tokens": (256, 10_000_000)}
-
-
-class InvalidOptions(ConfigError):
-    """A run option is unknown, of the wrong type or out of range. The message never echoes long input."""
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,11 @@ import torch.nn.functional as F
 
 from inference.engine.batching import Batch, plan_batches
 from inference.engine.model import LoadedModel
-from inference.errors import MODEL_ERROR, NAN_OUTPUT, OOM
+from inference.errors import DeviceBroken
+from inference.records import FailureKind
 
 DEFAULT_BATCH_TOKENS = {"cpu": 1024, "cuda": 65536}  # CPU: measured, BENCHMARKS.md (token budget sweep)
 _FATAL_DEVICE_MARKERS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "illegal memory access", "NCCL")
-
-
-class DeviceBroken(RuntimeError):
-    """The accelerator is in a state no retry inside this process can fix."""
 
 
 @dataclass
@@ -33,7 +30,7 @@ class EncodeOutput:
     embeddings: np.ndarray  # float32 [n, dim]; rows of failed items are NaN
     tokens: list[int]
     truncated: list[bool]
-    errors: dict[int, str] = field(default_factory=dict)  # input position -> error class
+    errors: dict[int, FailureKind] = field(default_factory=dict)  # input position -> failure kind
     spans: dict[int, np.ndarray] = field(default_factory=dict)  # position -> [n_spans, dim], when asked for
     real_tokens: int = 0
     padded_tokens: int = 0
@@ -137,7 +134,7 @@ class Encoder:
             if _is_oom(exc) and self.loaded.device.type == "cuda":
                 torch.cuda.empty_cache()
             if len(batch.indices) == 1:
-                out.errors[batch.indices[0]] = OOM if _is_oom(exc) else MODEL_ERROR
+                out.errors[batch.indices[0]] = FailureKind.OOM if _is_oom(exc) else FailureKind.MODEL_ERROR
                 return
             half = len(batch.indices) // 2
             for part in (batch.indices[:half], batch.indices[half:]):
@@ -148,7 +145,7 @@ class Encoder:
         finite = np.isfinite(emb).all(axis=1)
         for row, i in enumerate(batch.indices):
             if not finite[row] or (span_emb is not None and not np.isfinite(span_emb[row]).all()):
-                out.errors[i] = NAN_OUTPUT
+                out.errors[i] = FailureKind.NAN_OUTPUT
                 continue
             out.embeddings[i] = emb[row]
             if span_emb is not None:

@@ -14,12 +14,10 @@ import torch
 from inference.config import Settings
 from inference.engine.encoder import Encoder
 from inference.engine.model import load_model
-from inference.errors import MODEL_ERROR, RETRYABLE, SKIP_DELETED, SKIP_EMPTY, message_for
 from inference.examples import load_example_files
 from inference.heads import CategoryHead, extractive_summary
+from inference.records import Failure, FailureKind, SkipReason, SourceTicket
 from inference.store.db import utcnow
-from inference.store.runs import Failure
-from inference.store.source import SourceTicket
 from inference.taxonomy import load_taxonomy
 from inference.textprep import content_hash, max_chars_for, model_input, sentence_spans, token_ranges
 from inference.validate import embedding_to_bytes
@@ -130,11 +128,11 @@ def prepare_chunk(model: Model, ticket_ids: Sequence[str], current: dict[str, So
     for ticket_id in ticket_ids:
         ticket = current.get(ticket_id)
         if ticket is None:
-            skipped.setdefault(SKIP_DELETED, []).append(ticket_id)
+            skipped.setdefault(SkipReason.DELETED, []).append(ticket_id)
             continue
         text, cut = model_input(ticket.subject, ticket.body, max_chars)
         if text is None:
-            skipped.setdefault(SKIP_EMPTY, []).append(ticket_id)
+            skipped.setdefault(SkipReason.EMPTY_INPUT, []).append(ticket_id)
             continue
         tickets.append(ticket)
         texts.append(text)
@@ -166,9 +164,11 @@ def run_chunk(model: Model, run_id: str, prepared: PreparedChunk) -> ChunkOutcom
     abstracts = model.summarizer(prepared.texts) if model.summarizer is not None else None
     now = utcnow()
     for k, ticket in enumerate(prepared.tickets):
-        error = out.errors.get(k) or (MODEL_ERROR if abstracts is not None and abstracts[k] is None else None)
+        error = out.errors.get(k) or (
+            FailureKind.MODEL_ERROR if abstracts is not None and abstracts[k] is None else None
+        )
         if error:
-            failure = Failure(ticket.ticket_id, prepared.hashes[k], error, RETRYABLE[error], message_for(error))
+            failure = Failure(ticket.ticket_id, prepared.hashes[k], error)
             outcome.failures.append(failure)
             continue
         row = dict(

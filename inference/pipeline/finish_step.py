@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 from inference.config import Settings
+from inference.errors import RunFailed
 from inference.pipeline.runtime import Runtime, log
 from inference.store import runs
 from inference.store.db import utcnow, writing
 from inference.store.schema import ITEM_FAILED, ITEM_PLANNED, ITEM_SKIPPED, ITEM_STAGED, ITEM_SUCCEEDED
-
-
-class RunFailed(RuntimeError):
-    """The run's accounting does not add up, or too many tickets failed. Counts only, never text."""
-
-    def __init__(self, message: str, summary: dict):
-        super().__init__(message)
-        self.summary = summary
 
 
 def finish_run(settings: Settings, run_id: str) -> dict:

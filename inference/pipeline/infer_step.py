@@ -6,22 +6,18 @@ import threading
 from collections.abc import Iterator
 
 from inference.config import Settings
-from inference.errors import PROCESS_CRASH, RETRYABLE, message_for
+from inference.errors import ModelChanged
 from inference.options import options_from_record
 from inference.pipeline import compute
 from inference.pipeline.compute import ChunkOutcome, Model, PreparedChunk
 from inference.pipeline.load_step import load_staged
 from inference.pipeline.overlap import WriteBehind, prefetched
 from inference.pipeline.runtime import Runtime, log
+from inference.records import Failure, FailureKind
 from inference.store import runs
 from inference.store.db import writing
-from inference.store.runs import Failure
 from inference.store.schema import ITEM_SKIPPED, ITEM_STAGED
 from inference.textprep import content_hash
-
-
-class ModelChanged(RuntimeError):
-    """The model or head configuration changed after the run was planned."""
 
 
 def checked_model(rt: Runtime, run_id: str, model: Model | None) -> Model:
@@ -103,11 +99,7 @@ def _crashed_too_often(rt: Runtime, run_id: str, version: str, ticket_id: str, t
     with rt.engine.connect() as conn:
         digest = rt.source.by_ids(conn, [ticket_id]).get(ticket_id)
     failure = Failure(
-        ticket_id,
-        content_hash(digest.subject, digest.body) if digest else "0" * 64,
-        PROCESS_CRASH,
-        RETRYABLE[PROCESS_CRASH],
-        message_for(PROCESS_CRASH),
+        ticket_id, content_hash(digest.subject, digest.body) if digest else "0" * 64, FailureKind.PROCESS_CRASH
     )
     _tally(totals, commit(rt, run_id, version, ChunkOutcome(failures=[failure])))
 

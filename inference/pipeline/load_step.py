@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from inference.config import Settings
-from inference.errors import INVALID_OUTPUT, SKIP_DELETED, SKIP_SUPERSEDED, STALE_INPUT, message_for
 from inference.modelinfo import embedding_dim, model_id
 from inference.pipeline.runtime import Runtime, log
+from inference.records import Failure, FailureKind, SkipReason
 from inference.store import runs
 from inference.store.db import utcnow, writing
 from inference.store.results import current_versions, upsert_results
-from inference.store.runs import Failure
 from inference.store.schema import ITEM_SKIPPED, ITEM_SUCCEEDED
 from inference.taxonomy import load_taxonomy
 from inference.validate import check_output
@@ -47,12 +46,12 @@ def load_staged(rt: Runtime, run_id: str, version: str) -> dict:
                 deleted.append(row.ticket_id)
                 continue
             if latest[row.ticket_id] > row.source_updated_at:  # edited after infer read it
-                invalid.append(Failure(row.ticket_id, row.content_hash, STALE_INPUT, True, message_for(STALE_INPUT)))
+                invalid.append(Failure(row.ticket_id, row.content_hash, FailureKind.STALE_INPUT))
                 continue
             reason = check_output(staged, dim, labels, settings.heads)
             if reason or staged["model_version"] != version:
                 reason = reason or "staged by another model version"
-                invalid.append(Failure(row.ticket_id, row.content_hash, INVALID_OUTPUT, True, reason))
+                invalid.append(Failure(row.ticket_id, row.content_hash, FailureKind.INVALID_OUTPUT, reason))
                 continue
             del staged["created_at"]
             stored_dim = dim if staged["embedding"] is not None else None
@@ -65,8 +64,8 @@ def load_staged(rt: Runtime, run_id: str, version: str) -> dict:
             unchanged = [t for t in rest if stored.get(t) == mine[t]]
             superseded = [t for t in rest if stored.get(t) != mine[t]]
             runs.set_items(conn, run_id, [*written, *unchanged], ITEM_SUCCEEDED, None)
-            runs.set_items(conn, run_id, superseded, ITEM_SKIPPED, SKIP_SUPERSEDED)
-            runs.set_items(conn, run_id, deleted, ITEM_SKIPPED, SKIP_DELETED)
+            runs.set_items(conn, run_id, superseded, ITEM_SKIPPED, SkipReason.SUPERSEDED)
+            runs.set_items(conn, run_id, deleted, ITEM_SKIPPED, SkipReason.DELETED)
             runs.resolve_failures(conn, [*written, *unchanged])
             runs.record_failures(conn, run_id, version, invalid, settings.max_attempts)
             runs.unstage(conn, run_id, [row.ticket_id for row in page])

@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from inference.config import Settings
-from inference.errors import SKIP_EMPTY
 from inference.options import RunOptions
 from inference.pipeline.runtime import Runtime, log
 from inference.plan import Candidate, needs_work, shard_count, split_shards
+from inference.records import SkipReason, SourceTicket
 from inference.store import runs
 from inference.store.db import writing
 from inference.store.results import current_versions, retract_results
 from inference.store.schema import ITEM_PLANNED, ITEM_SKIPPED
-from inference.store.source import SourceTicket
 from inference.textprep import content_hash, estimate_tokens, max_chars_for, model_input
 from inference.window import Window
 
@@ -48,7 +47,7 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
                 est_tokens=c.est_tokens,
                 content_hash=c.content_hash,
                 status=ITEM_SKIPPED if c.empty else ITEM_PLANNED,
-                reason=SKIP_EMPTY if c.empty else None,
+                reason=SkipReason.EMPTY_INPUT if c.empty else None,
                 attempts=0,
             )
             for c in candidates

@@ -8,11 +8,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from inference.errors import DatabaseUnavailable
 from inference.window import UTC, as_utc
-
-
-class DatabaseUnavailable(RuntimeError):
-    """The database cannot be reached or used; raised before anything is written."""
 
 
 class UTCDateTime(sa.TypeDecorator):

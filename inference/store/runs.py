@@ -8,29 +8,17 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from inference.errors import RunNotFound
+from inference.records import Failure
 from inference.store import schema as s
 from inference.store.bulk import copy_into_temp
 from inference.store.db import insert_for, utcnow
 from inference.window import Window
 
 ITEM_INSERT_PAGE = 5000
-
-
-class RunNotFound(LookupError):
-    pass
-
-
-@dataclass(frozen=True)
-class Failure:
-    ticket_id: str
-    content_hash: str
-    error_class: str
-    retryable: bool
-    message: str
 
 
 def start_run(conn: sa.Connection, run_id: str, window: Window, model_version: str, options: dict) -> None:
@@ -232,7 +220,7 @@ def record_failures(
             attempt=attempt,
             content_hash=failure.content_hash,
             model_version=model_version,
-            error_class=failure.error_class,
+            error_class=str(failure.kind),
             retryable=failure.retryable,
             status=status,
             message=failure.message[:500],
@@ -245,7 +233,7 @@ def record_failures(
         conn.execute(
             sa.update(s.inference_run_items)
             .where(i.run_id == run_id, i.ticket_id == failure.ticket_id)
-            .values(status=s.ITEM_FAILED, reason=failure.error_class, attempts=attempt)
+            .values(status=s.ITEM_FAILED, reason=str(failure.kind), attempts=attempt)
         )
     return statuses
 

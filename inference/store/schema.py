@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from inference.errors import SchemaOutdated
 from inference.store.db import UTCDateTime, writing
 
 metadata = sa.MetaData()
@@ -159,10 +160,6 @@ def create_schema(engine: sa.Engine, *, with_demo_source: bool = False) -> None:
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(SCHEMA_LOCK_KEY)))
         metadata.create_all(conn, tables=tables, checkfirst=True)
         _add_missing_columns(conn, tables)
-
-
-class SchemaOutdated(RuntimeError):
-    """A table predates a required column that cannot be added in place."""
 
 
 def _add_missing_columns(conn: sa.Connection, tables: list[sa.Table]) -> None:

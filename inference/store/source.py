@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from inference.config import ConfigError, SourceColumns
+from inference.config import SourceColumns
+from inference.errors import ConfigError
+from inference.records import SourceTicket
 from inference.store.db import UTCDateTime
 from inference.window import Window
 
 PAGE = 1000  # IN-list size per query: well under every driver's parameter limit
-
-
-@dataclass(frozen=True, slots=True)
-class SourceTicket:
-    ticket_id: str
-    subject: str | None
-    body: str | None
-    version_at: dt.datetime  # updated_at, or created_at where the source leaves updated_at NULL
 
 
 class Source:

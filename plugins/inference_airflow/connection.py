@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from inference.errors import ConfigError
+
 CONN_ID = "tickets_db"
 _QUERY_KEYS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name")
 
 
-class ConnectionTypeError(ValueError):
-    pass
+class ConnectionTypeError(ConfigError):
+    """The `tickets_db` connection is of a type this pipeline cannot use."""
 
 
 def url_from_connection(conn) -> str:

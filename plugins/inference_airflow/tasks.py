@@ -12,36 +12,43 @@ from typing import Any
 RETRY_TASK, FINISH_TASK = "retry_failed", "finish_run"
 
 
-def _final(fn=None, *, not_planned: str = "skip"):
-    """Errors that a retry cannot fix (bad configuration or params, a run that failed its own checks)
-    fail the task at once: AirflowFailException, with the original error as its cause.
-
-    A run that plan never recorded (plan failed, and alerted, before writing anything): the steps in
-    between have nothing to do and skip (`not_planned="skip"`); finish_run fails (`"fail"`), final, so
-    the DAG run ends failed (a skipped leaf would mark it a success) and on-call hears of it even when
-    plan died too hard to run its own callback."""
+def _no_retry_for_permanent(fn):
+    """A PermanentError (configuration, params, model, schema, a run that failed its own checks) fails
+    the task at once: AirflowFailException, with the original error as its cause, so no retry is
+    spent on it. Everything else is raised as is and Airflow retries it."""
     import functools
-
-    if fn is None:
-        return functools.partial(_final, not_planned=not_planned)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+        from airflow.sdk.exceptions import AirflowFailException
 
-        from inference.config import ConfigError
-        from inference.modelinfo import ModelUnavailable
-        from inference.pipeline import ModelChanged, RunFailed
-        from inference.store.runs import RunNotFound
+        from inference.errors import PermanentError
+
+        try:
+            return fn(*args, **kwargs)
+        except PermanentError as exc:
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+    return wrapper
+
+
+def _skip_if_not_planned(fn):
+    """A run that plan never recorded (plan failed, and alerted, before writing anything): the steps
+    in between have nothing to do and skip. finish_run does not use this: it fails (final), so the DAG
+    run ends failed (a skipped leaf would mark it a success) and on-call hears of it even when plan
+    died too hard to run its own callback."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from inference.errors import RunNotFound
 
         try:
             return fn(*args, **kwargs)
         except RunNotFound as exc:
-            if not_planned == "fail":
-                raise AirflowFailException(f"RunNotFound: {exc}; plan failed: see its log") from exc
             raise AirflowSkipException(str(exc)) from exc
-        except (ConfigError, ModelUnavailable, ModelChanged, RunFailed) as exc:
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
     return wrapper
 
@@ -75,7 +82,7 @@ def options(context: dict[str, Any]):
     return parse_options(params)
 
 
-@_final
+@_no_retry_for_permanent
 def plan(context: dict[str, Any]) -> list[dict]:
     from inference.pipeline import plan_run
 
@@ -83,7 +90,8 @@ def plan(context: dict[str, Any]) -> list[dict]:
     return plan_run(settings(), context["run_id"], window(context), run_options)
 
 
-@_final
+@_no_retry_for_permanent
+@_skip_if_not_planned
 def infer(shard: dict, context: dict[str, Any]) -> dict:
     from inference.pipeline import infer_shard
 
@@ -92,28 +100,31 @@ def infer(shard: dict, context: dict[str, Any]) -> dict:
     return infer_shard(settings(), context["run_id"], shard["shard"])
 
 
-@_final
+@_no_retry_for_permanent
+@_skip_if_not_planned
 def load(context: dict[str, Any]) -> dict:
     from inference.pipeline import load_results
 
     return load_results(settings(), context["run_id"])
 
 
-@_final
+@_no_retry_for_permanent
+@_skip_if_not_planned
 def choose_branch(context: dict[str, Any]) -> list[str]:
     from inference.pipeline import pending_retries
 
     return [RETRY_TASK, FINISH_TASK] if pending_retries(settings(), context["run_id"]) else [FINISH_TASK]
 
 
-@_final
+@_no_retry_for_permanent
+@_skip_if_not_planned
 def retry(context: dict[str, Any]) -> dict:
     from inference.pipeline import retry_failed
 
     return retry_failed(settings(), context["run_id"])
 
 
-@_final(not_planned="fail")
+@_no_retry_for_permanent
 def finish(context: dict[str, Any]) -> dict:
     from inference.pipeline import finish_run
 

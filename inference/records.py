@@ -1,0 +1,187 @@
+"""The nouns every layer shares: a source ticket, a failure, a staged result, a shard, step summaries.
+
+The store reads and writes these; the pipeline passes them along; XCom and the CLI see only their
+`as_dict()` (IDs, counts and timings, never ticket text or outputs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class FailureKind(StrEnum):
+    """Why one ticket failed: the `error_class` of its failures row."""
+
+    OOM = "oom"  # the item's batch ran out of memory even alone
+    NAN_OUTPUT = "nan_output"  # the model produced NaN/inf (retried in float32)
+    MODEL_ERROR = "model_error"  # the model (or a head) raised on this item alone
+    INVALID_OUTPUT = "invalid_output"  # the output failed validation before upsert
+    STALE_INPUT = "stale_input"  # the ticket was edited after its text was read: redo with the new text
+    PROCESS_CRASH = "process_crash"  # the worker died with this ticket in the model, INFERENCE_MAX_ATTEMPTS times
+
+    @property
+    def retryable(self) -> bool:
+        return self is not FailureKind.PROCESS_CRASH
+
+    @property
+    def message(self) -> str:
+        """The stored message: fixed text per kind, so nothing from the ticket can leak into it."""
+        return _MESSAGES[self]
+
+
+_MESSAGES = {
+    FailureKind.OOM: "out of memory even as a batch of one",
+    FailureKind.NAN_OUTPUT: "model output contained NaN or infinity",
+    FailureKind.MODEL_ERROR: "model raised on this item alone",
+    FailureKind.INVALID_OUTPUT: "output failed validation",
+    FailureKind.STALE_INPUT: "ticket changed after its text was read",
+    FailureKind.PROCESS_CRASH: "the worker process died while this ticket was in the model",
+}
+
+
+class SkipReason(StrEnum):
+    """Why a backlog ticket needed no model output: the `reason` of a skipped item."""
+
+    EMPTY_INPUT = "empty_input"  # nothing to embed: NULL, empty or whitespace-only subject and body
+    DELETED = "deleted"  # the ticket was deleted after planning
+    SUPERSEDED = "superseded"  # a newer version of the ticket already has its result
+
+
+@dataclass(frozen=True, slots=True)
+class SourceTicket:
+    ticket_id: str
+    subject: str | None
+    body: str | None
+    version_at: dt.datetime  # updated_at, or created_at where the source leaves updated_at NULL
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    ticket_id: str
+    content_hash: str
+    kind: FailureKind
+    message: str = ""  # a fixed text (the kind's own when empty); never ticket text
+
+    def __post_init__(self) -> None:
+        if not self.message:
+            object.__setattr__(self, "message", self.kind.message)
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind.retryable
+
+
+@dataclass(slots=True)
+class StagedResult:
+    """One ticket's outputs from one model pass, waiting in staging for load_results.
+
+    `outputs` maps each configured head's columns to this ticket's values (see inference.heads).
+    """
+
+    run_id: str
+    ticket_id: str
+    content_hash: str
+    source_updated_at: dt.datetime
+    model_version: str
+    truncated: bool
+    input_tokens: int
+    created_at: dt.datetime
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    _BASE = ("run_id", "ticket_id", "content_hash", "source_updated_at", "model_version", "truncated", "input_tokens")
+
+    def to_row(self) -> dict[str, Any]:
+        """The inference_staging row (head columns that were not computed stay NULL)."""
+        row = {name: getattr(self, name) for name in self._BASE}
+        row["created_at"] = self.created_at
+        row.update(self.outputs)
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], output_columns: tuple[str, ...]) -> StagedResult:
+        return cls(
+            **{name: row[name] for name in cls._BASE},
+            created_at=row["created_at"],
+            outputs={name: row.get(name) for name in output_columns},
+        )
+
+    def to_result_row(self, model_id: str, now: dt.datetime) -> dict[str, Any]:
+        """The ticket_results row this staged result becomes."""
+        row = {name: getattr(self, name) for name in self._BASE}
+        row.update(self.outputs, model_id=model_id, created_at=now, updated_at=now)
+        return row
+
+
+@dataclass(frozen=True, slots=True)
+class ShardSpec:
+    """What plan hands each infer_shard task through XCom: IDs and counts only."""
+
+    run_id: str
+    shard: int
+    tickets: int
+    est_tokens: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, value: object, run_id: str) -> ShardSpec:
+        """Refuses a descriptor of another run or of the wrong shape (XCom is not trusted blindly)."""
+        if not isinstance(value, Mapping) or value.get("run_id") != run_id or not isinstance(value.get("shard"), int):
+            raise ValueError(f"shard descriptor does not belong to run {run_id}")
+        return cls(run_id, value["shard"], int(value.get("tickets") or 0), int(value.get("est_tokens") or 0))
+
+
+@dataclass(slots=True)
+class InferSummary:
+    """infer_shard's (and each chunk's) counts and model metrics."""
+
+    run_id: str
+    shard: int
+    staged: int = 0
+    failed: int = 0
+    skipped: int = 0
+    real_tokens: int = 0
+    padded_tokens: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(slots=True)
+class LoadSummary:
+    run_id: str
+    written: int = 0
+    unchanged: int = 0  # the same result was already stored (a second load, a concurrent copy)
+    superseded: int = 0  # a newer result of the ticket is stored
+    invalid: int = 0  # failed validation or went stale: recorded as failures
+    deleted: int = 0  # the ticket left the source
+
+    def add(self, other: LoadSummary) -> None:
+        for name in ("written", "unchanged", "superseded", "invalid", "deleted"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    @property
+    def settled(self) -> int:
+        return self.written + self.unchanged
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(slots=True)
+class RetrySummary:
+    run_id: str
+    passes: int = 0
+    recovered: int = 0
+    dead_letter: int = 0
+    pending: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
