@@ -23,6 +23,9 @@ class FailureKind(StrEnum):
     INVALID_OUTPUT = "invalid_output"  # the output failed validation before upsert
     STALE_INPUT = "stale_input"  # the ticket was edited after its text was read: redo with the new text
     PROCESS_CRASH = "process_crash"  # the worker died with this ticket in the model, INFERENCE_MAX_ATTEMPTS times
+    BATCH_REQUEST_ERROR = "batch_request_error"  # a provider's batch answered this request with an error
+    BATCH_EXPIRED = "batch_expired"  # the batch expired (or was cancelled) before this request ran
+    BATCH_MISSING = "batch_missing"  # the ended batch returned no usable line for this request
 
     @property
     def retryable(self) -> bool:
@@ -41,6 +44,9 @@ _MESSAGES = {
     FailureKind.INVALID_OUTPUT: "output failed validation",
     FailureKind.STALE_INPUT: "ticket changed after its text was read",
     FailureKind.PROCESS_CRASH: "the worker process died while this ticket was in the model",
+    FailureKind.BATCH_REQUEST_ERROR: "the batch provider answered this request with an error",
+    FailureKind.BATCH_EXPIRED: "the batch expired or was cancelled before this request ran",
+    FailureKind.BATCH_MISSING: "the ended batch returned no usable result for this request",
 }
 
 
