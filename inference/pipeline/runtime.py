@@ -10,7 +10,9 @@ import sqlalchemy as sa
 from inference.config import Settings
 from inference.modelinfo import check_model_dir, model_version
 from inference.store.db import check_connection, make_engine
-from inference.store.schema import create_schema
+from inference.store.migrate import VERSION_TABLE
+from inference.store.privileges import check_privileges
+from inference.store.schema import OUR_TABLES, create_schema
 from inference.store.source import Source
 
 log = logging.getLogger("inference")
@@ -25,6 +27,7 @@ class Runtime:
         self.engine: sa.Engine = make_engine(settings.db_url)
         try:
             check_connection(self.engine)
+            check_privileges(self.engine, settings.source, OUR_TABLES, read_only=(VERSION_TABLE,))
             if create:
                 create_schema(self.engine)
         except BaseException:

@@ -14,12 +14,12 @@ from inference.store.db import writing
 from inference.store.schema import inference_run_items, inference_runs, ticket_failures, ticket_results, tickets
 from inference.textprep import content_hash
 from inference.window import window_for_date
+from tests.support.poison import POISON
 
 DAG_FILE = Path(__file__).resolve().parents[2] / "dags" / "ticket_batch_inference.py"
 DAY = dt.date(2026, 11, 30)
 WINDOW = window_for_date(DAY)
 N = 80
-POISON = "zebra"
 
 
 @pytest.fixture

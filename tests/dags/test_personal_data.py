@@ -20,12 +20,12 @@ from inference.seed import seed_backlog
 from inference.store.db import writing
 from inference.store.schema import tickets
 from inference.window import window_for_date
+from tests.support.poison import POISON
 
 DAG_FILE = Path(__file__).resolve().parents[2] / "dags" / "ticket_batch_inference.py"
 WINDOW = window_for_date(dt.date(2026, 11, 29))
 TEXT_CANARY = "CANARYTEXT4b1d"
 SECRET_CANARY = "CANARYSECRET77e1"
-POISON = "zebra"
 
 
 @pytest.fixture

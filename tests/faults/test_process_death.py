@@ -13,10 +13,10 @@ from inference.pipeline import finish_run, infer_shard, load_results, plan_run
 from inference.store.db import writing
 from inference.store.schema import tickets
 from inference.window import window_for_date
+from tests.support.poison import POISON
 
 DAY = dt.date(2026, 11, 30)
 WINDOW = window_for_date(DAY)
-POISON = "zebra"  # the word behind the poison_token_id fixture
 
 
 def test_sigkill_mid_shard_then_retry_finishes_without_redoing_committed_chunks(

@@ -19,10 +19,10 @@ from inference.textprep import content_hash
 from inference.validate import embedding_from_bytes
 from inference.window import window_for_date
 
+from tests.support.poison import POISON
 DAY = dt.date(2026, 11, 30)
 WINDOW = window_for_date(DAY)
 N = 120
-POISON = "zebra"
 
 
 @pytest.fixture

@@ -15,15 +15,8 @@ from inference.pipeline import run_window
 from inference.store.db import writing
 from inference.store.schema import tickets
 from inference.textprep import content_hash, max_chars_for
-from tests.reliability.conftest import (
-    W2,
-    add_ticket,
-    expected_model_text,
-    items,
-    results,
-    settings_for,
-    source,
-)
+from tests.support.tables import items, results, source
+from tests.support.tickets import W2, add_ticket, expected_model_text, settings_for
 
 CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 SURROGATE = re.compile("[\ud800-\udfff]")

@@ -14,7 +14,7 @@ from inference.modelinfo import ModelUnavailable
 from inference.pipeline import RunOptions, finish_run, infer_shard, load_results, plan_run, retry_failed, run_window
 from inference.store.db import DatabaseUnavailable
 from inference.store.schema import OUR_TABLES
-from tests.reliability.conftest import W2, add_ticket
+from tests.support.tickets import W2, add_ticket
 
 PASSWORD = "S3cretCanary"
 STEPS = {

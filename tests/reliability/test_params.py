@@ -12,7 +12,8 @@ import pytest
 from inference import options as options_module
 from inference.options import FIELDS, InvalidOptions, RunOptions, parse_options
 from inference.seed import seed_backlog
-from tests.reliability.conftest import W2, written_anything
+from tests.support.tables import written_anything
+from tests.support.tickets import W2
 
 DAG_FILE = Path(__file__).resolve().parents[2] / "dags" / "ticket_batch_inference.py"
 LONG_SQL = "1; DROP TABLE tickets; --" + "x" * 5_000

@@ -29,7 +29,8 @@ from inference.pipeline import finish_run, infer_shard, load_results, pending_re
 from inference.store.db import make_engine, writing
 from inference.store.schema import create_schema, inference_run_items, tickets
 from inference.textprep import content_hash, model_input
-from tests.reliability.conftest import DAY1, DAY2, W1, W2, results, settings_for
+from tests.support.tables import results
+from tests.support.tickets import DAY1, DAY2, W1, W2, settings_for
 
 WINDOWS = (W1, W2)
 N_TICKETS = 12  # 1-6 in W1, 7-12 in W2

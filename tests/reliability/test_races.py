@@ -22,16 +22,8 @@ from inference.store.db import writing
 from inference.store.schema import inference_staging, tickets
 from inference.store.source import Source
 from inference.textprep import content_hash
-from tests.reliability.conftest import (
-    W2,
-    add_ticket,
-    count,
-    edit_ticket,
-    failures,
-    items,
-    results,
-    settings_for,
-)
+from tests.support.tables import count, failures, items, results
+from tests.support.tickets import W2, add_ticket, edit_ticket, settings_for
 
 CREATED = W2.start + dt.timedelta(hours=1)
 EDITED = W2.start + dt.timedelta(hours=9)

@@ -4,6 +4,7 @@ open the DAG, fill the trigger form (the params' JSON-schema form), trigger, and
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 DAG = "ticket_batch_inference"
 DAY = dt.date(2026, 6, 15)
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(shutil.which("chromium") or "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -26,7 +27,11 @@ CHROMIUM_ARGS = [
 
 def _playwright():
     if not CHROMIUM.exists():
-        pytest.fail(f"the browser test needs Chromium at {CHROMIUM}: apt-get install chromium")
+        pytest.fail(
+            "The browser test drives Debian's chromium and found none on PATH: `apt-get install chromium` as root "
+            "(.ci/run does it; Playwright never downloads a browser here).",
+            pytrace=False,
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
