@@ -1,0 +1,151 @@
+"""Queries over the Batch API bookkeeping (inference_batches, inference_batch_requests).
+
+Like the rest of inference.store, every function takes a connection inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import sqlalchemy as sa
+
+from inference.store import schema as s
+from inference.store.batch_tables import PART_COLLECTED, inference_batch_requests, inference_batches
+from inference.store.db import in_pages
+
+B, R = inference_batches.c, inference_batch_requests.c
+INSERT_PAGE = 5000
+
+
+def lock_run(conn: sa.Connection, run_id: str) -> None:
+    """Serialises the run's part planning (a second copy of the task waits, then sees the first's parts)."""
+    conn.execute(sa.select(s.inference_runs.c.run_id).where(s.inference_runs.c.run_id == run_id).with_for_update())
+
+
+def sendable_items(conn: sa.Connection, run_id: str, after: str, limit: int) -> list[tuple[str, int]]:
+    """(ticket_id, attempts so far) of the run's items that wait for a request and are in no open part:
+    planned ones, and failed ones whose failure is still pending a retry. In ticket_id order."""
+    i, f = s.inference_run_items.c, s.ticket_failures.c
+    in_open_part = (
+        sa.select(sa.literal(1))
+        .select_from(inference_batch_requests.join(inference_batches, sa.and_(B.run_id == R.run_id, B.part == R.part)))
+        .where(R.run_id == i.run_id, R.ticket_id == i.ticket_id, B.state != PART_COLLECTED)
+        .exists()
+    )
+    stmt = (
+        sa.select(i.ticket_id, i.attempts)
+        .select_from(
+            s.inference_run_items.outerjoin(
+                s.ticket_failures, sa.and_(f.run_id == i.run_id, f.ticket_id == i.ticket_id)
+            )
+        )
+        .where(
+            i.run_id == run_id,
+            i.ticket_id > after,
+            sa.or_(i.status == s.ITEM_PLANNED, sa.and_(i.status == s.ITEM_FAILED, f.status == s.FAILURE_PENDING)),
+            ~in_open_part,
+        )
+        .order_by(i.ticket_id)
+        .limit(limit)
+    )
+    return [(t, n) for t, n in conn.execute(stmt)]
+
+
+def next_part(conn: sa.Connection, run_id: str) -> int:
+    last = conn.scalar(sa.select(sa.func.max(B.part)).where(B.run_id == run_id))
+    return 0 if last is None else last + 1
+
+
+def add_part(conn: sa.Connection, part_row: Mapping, members: Sequence[Mapping]) -> None:
+    conn.execute(sa.insert(inference_batches).values(**part_row))
+    for k in range(0, len(members), INSERT_PAGE):
+        conn.execute(sa.insert(inference_batch_requests), list(members[k : k + INSERT_PAGE]))
+
+
+def parts(conn: sa.Connection, run_id: str, states: Iterable[str] | None = None) -> list[sa.Row]:
+    stmt = sa.select(inference_batches).where(B.run_id == run_id).order_by(B.part)
+    if states is not None:
+        stmt = stmt.where(B.state.in_(list(states)))
+    return list(conn.execute(stmt))
+
+
+def lock_part(conn: sa.Connection, run_id: str, part: int) -> sa.Row:
+    return conn.execute(sa.select(inference_batches).where(B.run_id == run_id, B.part == part).with_for_update()).one()
+
+
+def update_part(conn: sa.Connection, run_id: str, part: int, *, only_in: str | None = None, **values) -> bool:
+    """Updates the part row (only while it is in state `only_in`, when given); True when it did."""
+    stmt = sa.update(inference_batches).where(B.run_id == run_id, B.part == part)
+    if only_in is not None:
+        stmt = stmt.where(B.state == only_in)
+    return conn.execute(stmt.values(**values)).rowcount == 1
+
+
+def members(conn: sa.Connection, run_id: str, part: int) -> list[sa.Row]:
+    stmt = sa.select(inference_batch_requests).where(R.run_id == run_id, R.part == part).order_by(R.ticket_id)
+    return list(conn.execute(stmt))
+
+
+def update_members(conn: sa.Connection, run_id: str, part: int, rows: Sequence[Mapping]) -> None:
+    """Rewrites what was recorded of these members' text (hash, version time, cut flag, estimate)."""
+    if not rows:
+        return
+    stmt = (
+        sa.update(inference_batch_requests)
+        .where(R.run_id == run_id, R.part == part, R.ticket_id == sa.bindparam("b_ticket_id"))
+        .values(
+            content_hash=sa.bindparam("b_content_hash"),
+            source_updated_at=sa.bindparam("b_source_updated_at"),
+            truncated=sa.bindparam("b_truncated"),
+            est_tokens=sa.bindparam("b_est_tokens"),
+        )
+    )
+    conn.execute(stmt, [{f"b_{k}": v for k, v in row.items()} for row in rows])
+
+
+def drop_members(conn: sa.Connection, run_id: str, part: int, ticket_ids: Iterable[str]) -> None:
+    stmt = sa.delete(inference_batch_requests).where(
+        R.run_id == run_id, R.part == part, R.ticket_id.in_(sa.bindparam("ids", expanding=True))
+    )
+    for page in in_pages(ticket_ids):
+        conn.execute(stmt, {"ids": page})
+
+
+def set_outcomes(conn: sa.Connection, run_id: str, part: int, outcomes: Sequence[Mapping]) -> None:
+    """outcomes: {ticket_id, outcome, input_tokens, output_tokens} per member."""
+    if not outcomes:
+        return
+    stmt = (
+        sa.update(inference_batch_requests)
+        .where(R.run_id == run_id, R.part == part, R.ticket_id == sa.bindparam("b_ticket_id"))
+        .values(
+            outcome=sa.bindparam("b_outcome"),
+            input_tokens=sa.bindparam("b_input_tokens"),
+            output_tokens=sa.bindparam("b_output_tokens"),
+        )
+    )
+    conn.execute(stmt, [{f"b_{k}": v for k, v in row.items()} for row in outcomes])
+
+
+def run_totals(conn: sa.Connection, run_id: str) -> dict[str, int]:
+    """Parts, requests sent, token totals, and the distinct tickets that got a reply."""
+    row = conn.execute(
+        sa.select(
+            sa.func.count(),
+            sa.func.coalesce(sa.func.sum(B.request_count), 0),
+            sa.func.coalesce(sa.func.sum(B.input_tokens), 0),
+            sa.func.coalesce(sa.func.sum(B.output_tokens), 0),
+            sa.func.coalesce(sa.func.sum(B.ignored_lines), 0),
+        ).where(B.run_id == run_id)
+    ).one()
+    replied = conn.scalar(
+        sa.select(sa.func.count(sa.distinct(R.ticket_id))).where(R.run_id == run_id, R.outcome == "result")
+    )
+    return {
+        "parts": row[0],
+        "requests": int(row[1]),
+        "input_tokens": int(row[2]),
+        "output_tokens": int(row[3]),
+        "ignored_lines": int(row[4]),
+        "tickets_replied": int(replied or 0),
+    }
