@@ -28,7 +28,7 @@ demo: $(STAMP) ## seed a backlog into SQLite and run the real DAG once (airflow 
 airflow: $(STAMP) ## a local Airflow (standalone) with this DAG, pool gpu, the tickets DB connection; prints the login
 	./scripts/airflow-local.sh
 
-test: $(STAMP) ## the whole test suite (PostgreSQL found or started by the tests; see README)
+test: $(STAMP) ## the whole test suite (uses or starts PostgreSQL, starts its own Redis; see README, Tests)
 	$(PY) -m pytest
 
 test-fast: $(STAMP) ## unit tests only (no database, no model)
