@@ -1,4 +1,4 @@
-"""`python -m inference seed|run|status`: the pipeline's steps without Airflow."""
+"""`python -m inference seed|run|status|db`: the pipeline's steps without Airflow."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import logging
 import sys
 
 from inference.config import ConfigError, settings_from_env
+from inference.errors import InferenceError
 from inference.window import last_complete_window, parse_day, window_for_date
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
@@ -86,6 +87,15 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="recent runs and open failures")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--limit", type=_positive, default=10, help="how many runs (default 10)")
+
+    db = sub.add_parser("db", help="schema revision of the inference tables: upgrade, current, downgrade")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    up = db_sub.add_parser("upgrade", help="migrate to this code's revision (or REVISION); back the database up first")
+    up.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
+    db_sub.add_parser("current", help="the revision the database is at, and the one this code needs")
+    down = db_sub.add_parser("downgrade", help="migrate down to REVISION (to run an older release)")
+    down.add_argument("revision", help="target revision, e.g. 0001 (base: drop every table, needs --drop-tables)")
+    down.add_argument("--drop-tables", action="store_true", help="allow `base`: drops the tables and their data")
     return p
 
 
@@ -98,12 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         settings = settings_from_env(db_url=args.db)
-        return {"seed": _seed, "run": _run, "status": _status, "bench": _bench, "eval": _eval}[args.command](
-            settings, args
-        )
+        commands = {"seed": _seed, "run": _run, "status": _status, "bench": _bench, "eval": _eval, "db": _db}
+        return commands[args.command](settings, args)
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except InferenceError as exc:  # SchemaOutdated, DatabaseUnavailable, ...: the message and what to do
+        print(f"error: {exc}" + (f"\nto fix it: {exc.remedy}" if exc.remedy else ""), file=sys.stderr)
+        return EXIT_FAILED
     except (RuntimeError, LookupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -173,4 +185,30 @@ def _eval(settings, args) -> int:
 
     report = evaluate(settings, args.set)
     print(json.dumps(report, sort_keys=True) if args.json else render(report))
+    return 0
+
+
+def _db(settings, args) -> int:
+    from inference.store import migrate
+    from inference.store.db import check_connection, make_engine
+
+    engine = make_engine(settings.db_url)
+    try:
+        check_connection(engine)
+        if args.db_command == "upgrade":
+            before = migrate.state(engine).current
+            after = migrate.upgrade(engine, args.revision)
+            print(f"schema revision: {before or 'none'} -> {after or 'none'}")
+        elif args.db_command == "downgrade":
+            before = migrate.state(engine).current
+            after = migrate.downgrade(engine, args.revision, drop_tables=args.drop_tables)
+            print(f"schema revision: {before or 'none'} -> {after or 'none'}")
+        else:
+            found = migrate.state(engine)
+            problem = found.problem()
+            print(f"database: {found.current or 'none recorded'}")
+            print(f"code:     {found.head} (knows {', '.join(migrate.revisions())})")
+            print("up to date" if problem is None else f"not usable as it is: {problem}")
+    finally:
+        engine.dispose()
     return 0

@@ -6,10 +6,14 @@ Embeddings are little-endian float32 bytes (`numpy.frombuffer(blob, "<f4")`), po
 
 from __future__ import annotations
 
+import logging
+
 import sqlalchemy as sa
 
 from inference.errors import SchemaOutdated
 from inference.store.db import UTCDateTime, writing
+
+log = logging.getLogger("inference")
 
 metadata = sa.MetaData()
 
@@ -153,7 +157,17 @@ SCHEMA_LOCK_KEY = 7_316_402_911  # any constant: serialises concurrent first-tim
 
 
 def create_schema(engine: sa.Engine, *, with_demo_source: bool = False) -> None:
-    """Creates what is missing; safe to call from several processes at once."""
+    """Readies the database for a run; safe to call from several processes at once.
+
+    Our tables are versioned (`inference.store.migrate`): created at head in an empty database, recorded as
+    revision 0001 when an earlier release made them, and SchemaOutdated (the run refuses to start) unless they
+    are at head: `python -m inference db upgrade` migrates them. At head, a table of ours dropped by hand is
+    recreated, the demo source table is created when asked for, and the nullable output columns of head
+    modules from outside this repository (INFERENCE_HEAD_MODULES), which no migration knows, are added in place.
+    """
+    from inference.store import migrate
+
+    migrate.prepare(engine)
     tables = list(OUR_TABLES) + ([tickets] if with_demo_source else [])
     with writing(engine) as conn:
         if conn.dialect.name == "postgresql":
@@ -176,4 +190,5 @@ def _add_missing_columns(conn: sa.Connection, tables: list[sa.Table]) -> None:
                     "migrate it by hand, or drop the table if its content can be recomputed"
                 )
             ddl = column.type.compile(dialect=conn.dialect)
+            log.warning("adding the nullable column %s.%s, which no migration declares", table.name, column.name)
             conn.exec_driver_sql(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {ddl}')

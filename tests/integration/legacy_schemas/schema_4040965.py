@@ -1,0 +1,151 @@
+# FROZEN: `git show 4040965:inference/store/schema.py`, verbatim below this header. The schema release 4040965
+# creates, for the migration tests (tests/integration/test_migrations.py). Never edit.
+"""Tables. The `tickets` source table is the demo's; a deployment points at its own (see SourceColumns).
+
+Ticket IDs are stored as text in our tables so any source key type (integer, UUID, string) fits.
+Embeddings are little-endian float32 bytes (`numpy.frombuffer(blob, "<f4")`), portable across dialects.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from inference.store.db import UTCDateTime, writing
+
+metadata = sa.MetaData()
+
+ID = sa.String(128)
+RUN_ID = sa.String(250)
+BIGINT = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+tickets = sa.Table(
+    "tickets",
+    metadata,
+    sa.Column("ticket_id", BIGINT, primary_key=True, autoincrement=False),
+    sa.Column("subject", sa.Text),
+    sa.Column("body", sa.Text),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Index("ix_tickets_created_at", "created_at"),
+    sa.Index("ix_tickets_updated_at", "updated_at"),
+)
+
+ticket_results = sa.Table(
+    "ticket_results",
+    metadata,
+    sa.Column("ticket_id", ID, primary_key=True),
+    sa.Column("model_id", sa.String(200), nullable=False),
+    sa.Column("model_version", sa.String(128), nullable=False),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("source_updated_at", UTCDateTime, nullable=False),
+    sa.Column("embedding", sa.LargeBinary, nullable=False),
+    sa.Column("embedding_dim", sa.Integer, nullable=False),
+    sa.Column("category", sa.String(64), nullable=False),
+    sa.Column("category_score", sa.Float, nullable=False),
+    sa.Column("truncated", sa.Boolean, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=False),
+    sa.Column("run_id", RUN_ID, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# One row per (run, ticket) that failed; `attempt` counts tries. A row stays open (pending or dead_letter)
+# until a result for the ticket is written, which resolves every open row of that ticket.
+FAILURE_PENDING, FAILURE_DEAD, FAILURE_RESOLVED = "pending", "dead_letter", "resolved"
+
+ticket_failures = sa.Table(
+    "ticket_failures",
+    metadata,
+    sa.Column("id", BIGINT, primary_key=True, autoincrement=True),
+    sa.Column("run_id", RUN_ID, nullable=False),
+    sa.Column("ticket_id", ID, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("model_version", sa.String(128), nullable=False),
+    sa.Column("error_class", sa.String(40), nullable=False),
+    sa.Column("retryable", sa.Boolean, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("message", sa.String(500), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("run_id", "ticket_id", name="uq_ticket_failures_run_ticket"),
+    sa.Index("ix_ticket_failures_ticket_status", "ticket_id", "status"),
+    sa.CheckConstraint("status IN ('pending', 'dead_letter', 'resolved')", name="ck_ticket_failures_status"),
+)
+
+inference_runs = sa.Table(
+    "inference_runs",
+    metadata,
+    sa.Column("run_id", RUN_ID, primary_key=True),
+    sa.Column("window_start", UTCDateTime, nullable=False),
+    sa.Column("window_end", UTCDateTime, nullable=False),
+    sa.Column("model_version", sa.String(128), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("options", sa.JSON, nullable=False),
+    sa.Column("backlog", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("succeeded", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("failed", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("skipped", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("shards", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("real_tokens", BIGINT, nullable=False, server_default="0"),
+    sa.Column("padded_tokens", BIGINT, nullable=False, server_default="0"),
+    sa.Column("device_seconds", sa.Float, nullable=False, server_default="0"),
+    sa.Column("planned_at", UTCDateTime, nullable=False),
+    sa.Column("finished_at", UTCDateTime),
+    sa.Column("error", sa.String(500)),
+)
+
+# Per-run accounting: one row per backlog ticket, from plan to its final state.
+ITEM_PLANNED, ITEM_STAGED, ITEM_SUCCEEDED, ITEM_FAILED, ITEM_SKIPPED = (
+    "planned",
+    "staged",
+    "succeeded",
+    "failed",
+    "skipped",
+)
+FINAL_ITEM_STATES = (ITEM_SUCCEEDED, ITEM_FAILED, ITEM_SKIPPED)
+
+inference_run_items = sa.Table(
+    "inference_run_items",
+    metadata,
+    sa.Column("run_id", RUN_ID, primary_key=True),
+    sa.Column("ticket_id", ID, primary_key=True),
+    sa.Column("shard", sa.Integer, nullable=False),
+    sa.Column("est_tokens", sa.Integer, nullable=False),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("reason", sa.String(40)),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Index("ix_run_items_shard_status", "run_id", "shard", "status"),
+)
+
+# Outputs of infer_shard waiting for load_results; keyed by (run, ticket) so a rerun resumes.
+inference_staging = sa.Table(
+    "inference_staging",
+    metadata,
+    sa.Column("run_id", RUN_ID, primary_key=True),
+    sa.Column("ticket_id", ID, primary_key=True),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("source_updated_at", UTCDateTime, nullable=False),
+    sa.Column("model_version", sa.String(128), nullable=False),
+    sa.Column("embedding", sa.LargeBinary, nullable=False),
+    sa.Column("category", sa.String(64), nullable=False),
+    sa.Column("category_score", sa.Float, nullable=False),
+    sa.Column("truncated", sa.Boolean, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+)
+
+OUR_TABLES = (ticket_results, ticket_failures, inference_runs, inference_run_items, inference_staging)
+
+
+SCHEMA_LOCK_KEY = 7_316_402_911  # any constant: serialises concurrent first-time CREATE TABLE on PostgreSQL
+
+
+def create_schema(engine: sa.Engine, *, with_demo_source: bool = False) -> None:
+    """Creates what is missing; safe to call from several processes at once."""
+    tables = list(OUR_TABLES) + ([tickets] if with_demo_source else [])
+    with writing(engine) as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(SCHEMA_LOCK_KEY)))
+        metadata.create_all(conn, tables=tables, checkfirst=True)
