@@ -1,13 +1,8 @@
 """Alerts through Airflow's notifiers: SMTP e-mail, Slack webhook, and a generic JSON webhook.
 
-Which channels fire is read when an alert is sent (not when the DAG is parsed), from:
-
-  INFERENCE_ALERT_CHANNELS          comma-separated: email, slack, webhook (empty: alerts are only logged)
-  INFERENCE_ALERT_EMAIL_TO          recipients, comma-separated            (email)
-  INFERENCE_ALERT_EMAIL_FROM        sender; default: the SMTP connection's  (email)
-  INFERENCE_ALERT_SMTP_CONN_ID      default smtp_default                    (email)
-  INFERENCE_ALERT_SLACK_CONN_ID     a Slack incoming-webhook connection, default slack_webhook_default
-  INFERENCE_ALERT_WEBHOOK_URL       where the JSON payload is POSTed        (webhook)
+Which channels fire is read when an alert is sent (not when the DAG is parsed), from the INFERENCE_ALERT_*
+variables declared in inference/settings_deploy.py (AlertSettings: channels, recipients, sender, connection
+ids, webhook URL).
 
 A payload names the DAG, run, task, map index, try number, the error's class and the log URL, plus the
 run's counts when the run's own accounting failed. Never an exception message or anything from a
@@ -19,13 +14,14 @@ from __future__ import annotations
 import html
 import json
 import logging
-import os
 from typing import Any
 
 from airflow.sdk import BaseNotifier
 
+from inference.settings_deploy import ALERT_CHANNELS as CHANNELS
+from inference.settings_deploy import AlertSettings, alerts_from_env
+
 log = logging.getLogger(__name__)
-CHANNELS = ("email", "slack", "webhook")
 SUMMARY_FIELDS = ("backlog", "succeeded", "failed", "skipped", "window_start", "window_end", "model_version", "error")
 
 
@@ -84,8 +80,8 @@ class JsonWebhookNotifier(BaseNotifier):
             response.read()
 
 
-def _channels() -> list[str]:
-    wanted = [c.strip().lower() for c in os.environ.get("INFERENCE_ALERT_CHANNELS", "").split(",") if c.strip()]
+def _channels(config: AlertSettings) -> list[str]:
+    wanted = [c.lower() for c in config.channels]
     unknown = [c for c in wanted if c not in CHANNELS]
     if unknown:
         log.error("INFERENCE_ALERT_CHANNELS has unknown channel(s) %s; known: %s", unknown, ", ".join(CHANNELS))
@@ -95,11 +91,12 @@ def _channels() -> list[str]:
 def notifiers_for(payload: dict[str, Any]) -> list[BaseNotifier]:
     """The configured channels' notifiers, each carrying the same safe payload."""
     out: list[BaseNotifier] = []
-    for channel in _channels():
+    config = alerts_from_env()
+    for channel in _channels(config):
         if channel == "email":
             from airflow.providers.smtp.notifications.smtp import SmtpNotifier
 
-            to = [a.strip() for a in os.environ.get("INFERENCE_ALERT_EMAIL_TO", "").split(",") if a.strip()]
+            to = list(config.email_to)
             if not to:
                 log.error("alert channel email needs INFERENCE_ALERT_EMAIL_TO")
                 continue
@@ -107,19 +104,18 @@ def notifiers_for(payload: dict[str, Any]) -> list[BaseNotifier]:
             out.append(
                 SmtpNotifier(
                     to=to,
-                    from_email=os.environ.get("INFERENCE_ALERT_EMAIL_FROM") or None,
+                    from_email=config.email_from,
                     subject=subject_of(payload),
                     html_content=body,
-                    smtp_conn_id=os.environ.get("INFERENCE_ALERT_SMTP_CONN_ID") or "smtp_default",
+                    smtp_conn_id=config.smtp_conn_id,
                 )
             )
         elif channel == "slack":
             from airflow.providers.slack.notifications.slack_webhook import SlackWebhookNotifier
 
-            conn_id = os.environ.get("INFERENCE_ALERT_SLACK_CONN_ID") or "slack_webhook_default"
-            out.append(SlackWebhookNotifier(slack_webhook_conn_id=conn_id, text=text_of(payload)))
+            out.append(SlackWebhookNotifier(slack_webhook_conn_id=config.slack_conn_id, text=text_of(payload)))
         elif channel == "webhook":
-            url = os.environ.get("INFERENCE_ALERT_WEBHOOK_URL")
+            url = config.webhook_url
             if not url:
                 log.error("alert channel webhook needs INFERENCE_ALERT_WEBHOOK_URL")
                 continue

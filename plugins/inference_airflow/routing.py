@@ -1,45 +1,31 @@
-"""Where model tasks run. Read when the DAG file is parsed: environment only (no database, no network).
+"""Where model tasks run, and how often tasks retry. Read when the DAG file is parsed: environment only.
 
-INFERENCE_GPU_QUEUE: the Celery queue GPU workers listen on (LocalExecutor ignores queues).
-INFERENCE_GPU_POOL: the Airflow pool whose slots equal the number of GPUs.
-INFERENCE_TASK_RETRIES / INFERENCE_RETRY_DELAY_SECONDS: Airflow retries of each task (default 2, 60 s,
-  doubling): a killed or evicted worker's task is retried in a fresh process.
-INFERENCE_K8S_GPUS: KubernetesExecutor only: the model tasks get a pod override requesting this many
-  `nvidia.com/gpu` (default 0: no override). Other executors ignore it.
-INFERENCE_K8S_GPU_NODE_SELECTOR: optional `key=value[,key=value]` node selector for those pods.
-INFERENCE_K8S_GPU_TOLERATION: taint key those pods tolerate (NoSchedule), default `nvidia.com/gpu` as GPU
-  node pools usually carry; empty for none.
-INFERENCE_RUN_DEADLINE_MINUTES: alert when a run is not finished this long after it was queued.
-  Default 0 (off): Airflow 3.3's dag.test() / `airflow dags test` crash at the end of a successful run of
-  a DAG that has a DeadlineAlert (DagRun.update_state looks the alert up by an ID it does not have), so
-  deployments switch it on (docker-compose.yml: 360) and local test runs leave it off.
+The variables (INFERENCE_GPU_QUEUE, INFERENCE_GPU_POOL, INFERENCE_TASK_RETRIES, INFERENCE_RETRY_DELAY_SECONDS,
+INFERENCE_K8S_GPUS, INFERENCE_K8S_GPU_NODE_SELECTOR, INFERENCE_K8S_GPU_TOLERATION,
+INFERENCE_RUN_DEADLINE_MINUTES) are declared, with defaults, bounds and doc lines, in
+inference/settings_deploy.py; a bad value fails the DAG import with a message naming the variable.
+
+The queue is the Celery queue GPU workers listen on (LocalExecutor ignores queues); the pool's slots equal
+the number of GPUs. INFERENCE_K8S_GPUS applies to the KubernetesExecutor only. The Deadline Alert defaults
+to off (0): Airflow 3.3's dag.test() / `airflow dags test` crash at the end of a successful run of a DAG
+that has a DeadlineAlert (DagRun.update_state looks the alert up by an ID it does not have), so
+deployments switch it on (docker-compose.yml: 360) and local test runs leave it off.
 """
 
 from __future__ import annotations
 
-import os
+from inference.settings_deploy import routing_from_env
 
-GPU_QUEUE = os.environ.get("INFERENCE_GPU_QUEUE") or "gpu"
-GPU_POOL = os.environ.get("INFERENCE_GPU_POOL") or "gpu"
+_settings = routing_from_env()
 
-
-def _int_env(name: str, default: int, low: int, high: int) -> int:
-    """An integer setting; a bad value fails the DAG import, naming the variable (never silently replaced)."""
-    raw = (os.environ.get(name) or "").strip()
-    try:
-        value = int(raw) if raw else default
-    except ValueError:
-        value = None
-    if value is None or not low <= value <= high:
-        raise ValueError(f"{name}: expected an integer from {low} to {high}, got {raw!r}")
-    return value
-
-
-TASK_RETRIES = _int_env("INFERENCE_TASK_RETRIES", 2, 0, 20)
-RETRY_DELAY_SECONDS = _int_env("INFERENCE_RETRY_DELAY_SECONDS", 60, 1, 24 * 3600)
-RUN_DEADLINE_MINUTES = _int_env("INFERENCE_RUN_DEADLINE_MINUTES", 0, 0, 7 * 24 * 60)
-
-K8S_GPUS = _int_env("INFERENCE_K8S_GPUS", 0, 0, 64)
+GPU_QUEUE = _settings.gpu_queue
+GPU_POOL = _settings.gpu_pool
+TASK_RETRIES = _settings.task_retries
+RETRY_DELAY_SECONDS = _settings.retry_delay_seconds
+RUN_DEADLINE_MINUTES = _settings.run_deadline_minutes
+K8S_GPUS = _settings.k8s_gpus
+K8S_GPU_NODE_SELECTOR = _settings.k8s_gpu_node_selector
+K8S_GPU_TOLERATION = _settings.k8s_gpu_toleration.strip()
 
 
 def gpu_executor_config() -> dict:
@@ -58,12 +44,12 @@ def gpu_executor_config() -> dict:
             "pip install apache-airflow-providers-cncf-kubernetes (or unset INFERENCE_K8S_GPUS)"
         ) from exc
     selector = {}
-    for pair in filter(None, (p.strip() for p in (os.environ.get("INFERENCE_K8S_GPU_NODE_SELECTOR") or "").split(","))):
+    for pair in filter(None, (p.strip() for p in (K8S_GPU_NODE_SELECTOR or "").split(","))):
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"INFERENCE_K8S_GPU_NODE_SELECTOR: expected key=value pairs, got {pair!r}")
         selector[key.strip()] = value.strip()
-    taint = os.environ.get("INFERENCE_K8S_GPU_TOLERATION", "nvidia.com/gpu").strip()
+    taint = K8S_GPU_TOLERATION
     gpus = str(K8S_GPUS)
     pod = k8s.V1Pod(
         spec=k8s.V1PodSpec(

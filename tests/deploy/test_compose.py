@@ -2,9 +2,10 @@
 
 Docker cannot run here, so this reads the compose file the way Compose does as far as it matters: YAML anchors
 and merge keys (PyYAML resolves them like Compose), then `${VAR}` / `${VAR:-default}` / `${VAR-default}`
-interpolation and `$$` escapes. The code side is read from the source, never copied: the variables the library
-and the Airflow adapters read are the string literals in their source that look like INFERENCE_* / TICKETS_*,
-and the queue, pool and connection id come from importing the modules that define them.
+interpolation and `$$` escapes. The code side is never copied: the variables the library and the Airflow adapters
+read, with their defaults, are their declarations (inference.settings_spec.variables()); a scan of the source's
+string literals checks that nothing reads an undeclared INFERENCE_* / TICKETS_* variable; the queue, pool and
+connection id come from importing the modules that define them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from inference import config
+from inference import config, settings_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -32,6 +33,7 @@ PLUGIN_DIR = ROOT / "plugins" / "inference_airflow"
 ROUTING_FILE = PLUGIN_DIR / "routing.py"
 CONNECTION_FILE = PLUGIN_DIR / "connection.py"
 CONFIG_FILE = ROOT / "inference" / "config.py"
+DECLARED = {spec.name: spec for spec in settings_spec.variables()}
 DAG_FILE = ROOT / "dags" / "ticket_batch_inference.py"
 
 LONG_RUNNING = (
@@ -63,6 +65,8 @@ INTENDED_DEFAULT_DIFFERENCES = {
     # The library leaves the Deadline Alert off (`airflow dags test` cannot run a DAG with a deadline);
     # the deployment switches it on.
     *((service, "INFERENCE_RUN_DEADLINE_MINUTES") for service in AIRFLOW_SERVICES),
+    # The CLI container talks to the bundled PostgreSQL, not to the library's demo SQLite file.
+    ("airflow-cli", "TICKETS_DB_URL"),
 }
 
 # .env.example lines `# VAR=value` that show an example rather than the library's default.
@@ -71,6 +75,10 @@ EXAMPLE_VALUES = {
     "INFERENCE_TAXONOMY": "the default (the built-in categories) has no file to name",
     "INFERENCE_SUMMARY_MODEL": "the default is no model; the line shows what a value looks like",
     "INFERENCE_MAX_BATCH_TOKENS": "the default depends on the device (1024 on CPU, calibrated on CUDA)",
+    "INFERENCE_ALERT_CHANNELS": "the default is no channel; the line shows what a value looks like",
+    "INFERENCE_ALERT_EMAIL_TO": "the default is no recipient; likewise",
+    "INFERENCE_ALERT_EMAIL_FROM": "the default is the SMTP connection's sender; likewise",
+    "INFERENCE_ALERT_WEBHOOK_URL": "the default is no webhook; likewise",
 }
 
 
@@ -250,46 +258,27 @@ def vars_in(path: Path) -> set[str]:
 
 
 def code_vars() -> set[str]:
+    """The variables the library and the Airflow adapters read: their declarations."""
+    return set(DECLARED)
+
+
+def read_vars() -> set[str]:
+    """INFERENCE_* / TICKETS_* names written as whole string literals anywhere in the code (what it could look up)."""
     return set().union(*(vars_in(p) for p in _source_files()))
 
 
-def _is_var(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(CODE_VAR.fullmatch(node.value))
-
-
-def literal_defaults() -> dict[str, str]:
-    """Defaults the code writes as literals: `f(..., "VAR", default, ...)` (os.environ.get, _int, _int_env...)
-    and `<lookup of "VAR"> or default`."""
-    found: dict[str, str] = {}
-    for path in _source_files():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call):
-                for arg, nxt in zip(node.args, node.args[1:], strict=False):
-                    if _is_var(arg) and isinstance(nxt, ast.Constant) and nxt.value is not None:
-                        found[arg.value] = str(nxt.value)
-            elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and len(node.values) == 2:
-                lookup, default = node.values
-                names = [a.value for a in getattr(lookup, "args", []) if _is_var(a)]
-                if names and isinstance(default, ast.Constant) and default.value is not None:
-                    found[names[0]] = str(default.value)
-    return found
+def declared_defaults() -> dict[str, str]:
+    """Each declared default as the environment would spell it, where it is a plain value (not computed)."""
+    return {
+        name: spec.text(spec.default)
+        for name, spec in DECLARED.items()
+        if spec.shown is None and spec.default not in (None, (), "")
+    }
 
 
 def empty_is_meaningful() -> set[str]:
-    """Variables read as `.get("VAR", <non-empty default>)`: set but empty is not the same as unset."""
-    out = set()
-    for path in _source_files():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "get"
-                and len(node.args) == 2
-                and _is_var(node.args[0])
-                and not (isinstance(node.args[1], ast.Constant) and node.args[1].value in ("", None))
-            ):
-                out.add(node.args[0].value)
-    return out
+    """Variables where set-but-empty is not the same as unset (e.g. "off")."""
+    return {name for name, spec in DECLARED.items() if spec.blank_is_value}
 
 
 @contextlib.contextmanager
@@ -493,12 +482,22 @@ def test_gpu_worker_reserves_nvidia_gpus_and_uses_cuda(compose):
 
 
 def test_code_variables_are_found():
-    """The scan of the source finds the settings (guards the regex / AST walk the other tests rely on)."""
+    """The declarations hold the library's, the source's, routing's and the alerts' variables (guards the
+    lists the other tests rely on), and the scan of the source sees the declarations."""
     found = code_vars()
-    assert vars_in(CONFIG_FILE) >= set(config.SOURCE_ENV.values()) | {"TICKETS_DB_URL", "INFERENCE_MODEL"}
-    assert vars_in(ROUTING_FILE) >= {"INFERENCE_GPU_QUEUE", "INFERENCE_GPU_POOL"}
+    assert set(config.SOURCE_ENV.values()) | {"TICKETS_DB_URL", "INFERENCE_MODEL"} <= found
+    assert {"INFERENCE_GPU_QUEUE", "INFERENCE_GPU_POOL", "INFERENCE_TASK_RETRIES"} <= found
     assert any(v.startswith("INFERENCE_ALERT_") for v in found)
+    assert vars_in(CONFIG_FILE) >= set(config.SOURCE_ENV.values()) | {"TICKETS_DB_URL", "INFERENCE_MODEL"}
     assert set(ONLY_IN) <= found, f"stale ONLY_IN entries: {set(ONLY_IN) - found}"
+
+
+def test_the_code_reads_only_declared_variables():
+    """A variable read without a declaration would escape .env.example, compose and README alike."""
+    undeclared = sorted(read_vars() - code_vars())
+    assert not undeclared, (
+        f"declare these with env(...) in inference/config.py or inference/settings_deploy.py: {undeclared}"
+    )
 
 
 def test_every_variable_the_code_reads_reaches_the_airflow_containers(compose):
@@ -530,8 +529,8 @@ def test_variables_where_empty_is_not_unset(compose, var):
 
 
 def test_compose_defaults_are_the_code_defaults(compose):
-    code = literal_defaults()
-    assert code.get("INFERENCE_GPU_QUEUE") == load_module(ROUTING_FILE).GPU_QUEUE  # the scan itself works
+    code = declared_defaults()
+    assert code.get("INFERENCE_GPU_QUEUE") == load_module(ROUTING_FILE).GPU_QUEUE  # routing reads the declaration
     wrong = []
     for name in AIRFLOW_SERVICES:
         for var, value in container_env(compose, name).items():
@@ -624,29 +623,28 @@ def test_commented_values_are_the_compose_defaults(compose):
 
 
 def test_commented_values_are_the_library_defaults(compose):
-    """`# VAR=value` lines of settings with no compose default show the library's default (or an example)."""
+    """`# VAR=value` lines of settings with no compose default show the declared default (or a valid example)."""
     refs = compose_refs(compose)
-    settings_vars, routing_vars = vars_in(CONFIG_FILE), vars_in(ROUTING_FILE)
-    baseline, routing_baseline = config.settings_from_env({}), routing_constants({})
     documented = env_example()
     assert set(EXAMPLE_VALUES) <= {v for v, line in documented.items() if line.commented}, "stale EXAMPLE_VALUES"
     wrong = []
     for var, line in documented.items():
-        if not line.commented or _compose_defaults(refs.get(var, [])):
+        if not line.commented or var not in DECLARED or _compose_defaults(refs.get(var, [])):
             continue
-        if var in settings_vars:
-            settings = config.settings_from_env({var: line.value})  # an example must be valid too
-            if var not in EXAMPLE_VALUES and settings != baseline:
-                changed = {
-                    f.name
-                    for f in dataclasses.fields(settings)
-                    if getattr(settings, f.name) != getattr(baseline, f.name)
-                }
-                wrong.append(f"# {var}={line.value} changes {sorted(changed)}")
-        elif (
-            var in routing_vars
-            and var not in EXAMPLE_VALUES
-            and routing_constants({var: line.value}) != routing_baseline
-        ):
-            wrong.append(f"# {var}={line.value}")
+        spec = DECLARED[var]
+        value = spec.read({var: line.value})  # an example must be valid too
+        value = spec.default if value is dataclasses.MISSING else spec.check(value)
+        if var not in EXAMPLE_VALUES and value != spec.default:
+            wrong.append(f"# {var}={line.value} (declared default {spec.default_text})")
     assert not wrong, "commented-out lines in .env.example that are not the library default: " + ", ".join(wrong)
+
+
+def test_env_example_states_the_declared_defaults():
+    """Every declared variable's line shows its default: `# VAR=default`, or `Default: ...` in its comment."""
+    documented = env_example()
+    wrong = [
+        f"{var} (default {spec.default_text!r})"
+        for var, spec in DECLARED.items()
+        if var in documented and not _states_default(documented[var], spec.default_text)
+    ]
+    assert not wrong, ".env.example does not state these declared defaults: " + ", ".join(wrong)
