@@ -9,17 +9,46 @@ import logging
 import sys
 
 from inference.config import ConfigError, settings_from_env
-from inference.errors import InferenceError
-from inference.window import last_complete_window, parse_day, window_for_date
+from inference.errors import InferenceError, InvalidOptions
+from inference.options import OPTIONS
+from inference.settings_spec import logical_date
+from inference.window import last_complete_window, window_for_date
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
 
 
 def _day(text: str) -> dt.date:
     try:
-        return parse_day(text)
-    except ValueError as exc:
+        return logical_date("date", text)
+    except InvalidOptions as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _option_value(spec):
+    """argparse `type` of a run option's flag: a bad value is refused at once, with the option's message."""
+
+    def parse(text: str):
+        try:
+            return spec.from_text(text)
+        except InvalidOptions as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def _add_run_options(run: argparse.ArgumentParser) -> None:
+    """One flag per run option that declares one (inference.options.RunOptions)."""
+    for name, spec in OPTIONS.items():
+        if spec.flag is None:
+            continue
+        if spec.kind == "bool":
+            run.add_argument(spec.flag, dest=name, action="store_true", help=spec.help)
+        else:
+            action = "append" if spec.kind == "ids" else "store"
+            metavar = "ID" if spec.kind == "ids" else "N"
+            run.add_argument(
+                spec.flag, dest=name, action=action, type=_option_value(spec), metavar=metavar, help=spec.help
+            )
 
 
 def _positive(text: str) -> int:
@@ -53,12 +82,7 @@ def _parser() -> argparse.ArgumentParser:
         "--date", type=_day, help="logical date D: window [D 02:00, D+1 02:00) UTC (default: last complete)"
     )
     run.add_argument("--run-id", help="run ID (default: cli__<date>__<UTC timestamp>)")
-    run.add_argument("--reprocess", action="store_true", help="recompute tickets that already have a current result")
-    run.add_argument("--limit", type=_positive, help="process at most this many tickets")
-    run.add_argument("--shards", type=_positive, help="number of shards (default: by estimated tokens)")
-    run.add_argument("--ticket-id", action="append", dest="ticket_ids", help="process this ticket (repeatable)")
-    run.add_argument("--max-batch-tokens", type=_positive, help="padded tokens per forward pass for this run")
-    run.add_argument("--dry-run", action="store_true", help="plan and report only; infer and write nothing")
+    _add_run_options(run)
 
     bench = sub.add_parser("bench", help="throughput against peers, write rates, end to end, memory (BENCHMARKS.md)")
     bench.add_argument("--tickets", type=_positive, default=2000, help="texts for the engine comparison (2000)")
@@ -146,16 +170,7 @@ def _run(settings, args) -> int:
 
     day = args.date or _default_day()
     run_id = args.run_id or f"cli__{day.isoformat()}__{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S%f}"
-    options = parse_options(
-        {
-            "reprocess": args.reprocess,
-            "limit": args.limit,
-            "shards": args.shards,
-            "ticket_ids": args.ticket_ids,
-            "max_batch_tokens": args.max_batch_tokens,
-            "dry_run": args.dry_run,
-        }
-    )
+    options = parse_options({name: getattr(args, name) for name, spec in OPTIONS.items() if spec.flag})
     try:
         summary = run_window(settings, run_id, window_for_date(day), options)
     except RunFailed as exc:

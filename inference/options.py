@@ -1,34 +1,88 @@
-"""Per-run options (CLI flags, DAG trigger params): validated here, whatever path they came by.
+"""Per-run options (CLI flags, DAG trigger params): declared once here, checked here whatever path they came by.
 
-The Airflow form validates params with JSON schema, but the REST API and `airflow dags trigger --conf`
-can send anything; this is the check that runs inside the task.
+Each field is declared with `option(...)` (inference.settings_spec): the Airflow form's schema
+(plugins/inference_airflow/params.py) and the CLI's `run` flags derive from the same declaration. The form
+validates each param alone, and the REST API and `airflow dags trigger --conf` can send anything; this is
+the check that runs inside the task, including the rules that tie options together.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from inference.errors import InvalidOptions
-from inference.window import Window, as_utc, window_for_date
-
-TICKET_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-MAX_TICKET_IDS = 10_000
-LIMITS = {"limit": (1, 10_000_000), "shards": (1, 1024), "max_batch_tokens": (256, 10_000_000)}
+from inference.settings_spec import (
+    DEFAULT_MAX_SEQ_LENGTH,
+    MAX_BATCH_TOKENS,
+    MAX_SHARDS,
+    MAX_WINDOW_DAYS,
+    option,
+    options_of,
+    short_repr,
+)
+from inference.window import Window, window_for_date
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    window_start: dt.date | None = None  # first logical date (inclusive) instead of the run's window
-    window_end: dt.date | None = None  # last logical date (inclusive); defaults to window_start
-    ticket_ids: tuple[str, ...] | None = None  # exactly these tickets, whatever their dates
-    reprocess: bool = False  # recompute even when a current result exists
-    limit: int | None = None
-    shards: int | None = None
-    max_batch_tokens: int | None = None
-    dry_run: bool = False  # plan and report; infer nothing, write no results
+    window_start: dt.date | None = option(
+        "date",
+        "First logical date (optional)",
+        "Reprocess the nightly windows from this date (YYYY-MM-DD): window [date 02:00, ...) UTC. "
+        "Empty: the run's own window (the previous day).",
+    )
+    window_end: dt.date | None = option(
+        "date",
+        "Last logical date (optional)",
+        f"Last date of the range, inclusive (needs a first date; at most {MAX_WINDOW_DAYS} days after it). "
+        "Empty: same as the first date.",
+    )
+    ticket_ids: tuple[str, ...] | None = option(
+        "ids",
+        "Ticket IDs (optional)",
+        "Process exactly these tickets, whatever their dates, even if they have a current result.",
+        flag="--ticket-id",
+    )
+    reprocess: bool = option(
+        "bool",
+        "Reprocess",
+        "Recompute tickets that already have a result for the current text and model.",
+        flag="--reprocess",
+    )
+    limit: int | None = option(
+        "int",
+        "Limit (optional)",
+        "Process at most this many tickets (the lowest ticket IDs first).",
+        low=1,
+        high=10_000_000,
+        flag="--limit",
+    )
+    shards: int | None = option(
+        "int",
+        "Shards (optional)",
+        "Number of parallel infer_shard tasks. Empty: from the estimated tokens.",
+        low=1,
+        high=MAX_SHARDS,
+        flag="--shards",
+    )
+    # The floor is the default INFERENCE_MAX_SEQ_LENGTH: the form cannot know a worker's own.
+    max_batch_tokens: int | None = option(
+        "int",
+        "Max batch tokens (optional)",
+        "Padded tokens per forward pass for this run; lower it if a GPU runs out of memory. "
+        "Empty: the worker's INFERENCE_MAX_BATCH_TOKENS.",
+        low=DEFAULT_MAX_SEQ_LENGTH,
+        high=MAX_BATCH_TOKENS,
+        flag="--max-batch-tokens",
+    )
+    dry_run: bool = option(
+        "bool",
+        "Dry run",
+        "Plan and report how many tickets would be processed; run no model, write no results.",
+        flag="--dry-run",
+    )
 
     def window(self, default: Window) -> Window:
         if self.window_start is None:
@@ -44,88 +98,24 @@ class RunOptions:
         return out
 
 
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _date(name: str, value: object) -> dt.date | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, dt.datetime):
-        return as_utc(value).date()
-    if isinstance(value, dt.date):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-        try:
-            return dt.date.fromisoformat(value)
-        except ValueError:
-            pass
-    raise InvalidOptions(f"{name} must be a date as YYYY-MM-DD, got {_short(value)}")
-
-
-def _int(name: str, value: object) -> int | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidOptions(f"{name} must be an integer, got {_short(value)}")
-    low, high = LIMITS[name]
-    if not low <= value <= high:
-        raise InvalidOptions(f"{name} must be between {low} and {high}, got {value}")
-    return value
-
-
-def _bool(name: str, value: object) -> bool:
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise InvalidOptions(f"{name} must be true or false, got {_short(value)}")
-    return value
-
-
-def _ticket_ids(value: object) -> tuple[str, ...] | None:
-    if value is None or value == []:
-        return None
-    if not isinstance(value, (list, tuple)):
-        raise InvalidOptions(f"ticket_ids must be a list of ticket IDs, got {_short(value)}")
-    if len(value) > MAX_TICKET_IDS:
-        raise InvalidOptions(f"ticket_ids holds {len(value)} IDs; at most {MAX_TICKET_IDS} per run")
-    ids = []
-    for item in value:
-        item = str(item) if isinstance(item, int) and not isinstance(item, bool) else item
-        if not isinstance(item, str) or not TICKET_ID.fullmatch(item):
-            raise InvalidOptions(
-                f"ticket_ids: {_short(item)} is not a ticket ID (1-128 letters, digits, '_', '.', ':' or '-')"
-            )
-        ids.append(item)
-    return tuple(sorted(set(ids)))
-
-
-FIELDS = ("window_start", "window_end", "ticket_ids", "reprocess", "limit", "shards", "max_batch_tokens", "dry_run")
+OPTIONS = options_of(RunOptions)
+FIELDS = tuple(OPTIONS)
 
 
 def parse_options(values: Mapping[str, object]) -> RunOptions:
     unknown = sorted(set(values) - set(FIELDS))
     if unknown:
-        names = ", ".join(_short(k) for k in unknown[:5])
+        names = ", ".join(short_repr(k) for k in unknown[:5])
         raise InvalidOptions(f"unknown run option(s): {names}; known: {', '.join(FIELDS)}")
-    start, end = _date("window_start", values.get("window_start")), _date("window_end", values.get("window_end"))
+    parsed = {name: spec.parse(values.get(name)) for name, spec in OPTIONS.items()}
+    start, end = parsed["window_start"], parsed["window_end"]
     if end is not None and start is None:
         raise InvalidOptions("window_end needs window_start")
     if start is not None and end is not None and end < start:
         raise InvalidOptions(f"window_end {end} is before window_start {start}")
-    if start is not None and (end or start) - start > dt.timedelta(days=366):
-        raise InvalidOptions("a window override may span at most 366 days: use a backfill for more")
-    return RunOptions(
-        window_start=start,
-        window_end=end,
-        ticket_ids=_ticket_ids(values.get("ticket_ids")),
-        reprocess=_bool("reprocess", values.get("reprocess")),
-        limit=_int("limit", values.get("limit")),
-        shards=_int("shards", values.get("shards")),
-        max_batch_tokens=_int("max_batch_tokens", values.get("max_batch_tokens")),
-        dry_run=_bool("dry_run", values.get("dry_run")),
-    )
+    if start is not None and (end or start) - start > dt.timedelta(days=MAX_WINDOW_DAYS):
+        raise InvalidOptions(f"a window override may span at most {MAX_WINDOW_DAYS} days: use a backfill for more")
+    return RunOptions(**parsed)
 
 
 def options_from_record(record: Mapping[str, object] | None) -> RunOptions:

@@ -53,7 +53,10 @@ BAD_VALUES = [
     ("window_start", "20260101"),  # ISO 8601 compact: Python's date.fromisoformat would take it
     ("window_start", "2026-W01-1"),  # ISO week date: likewise
     ("window_start", 20260101),
+    ("window_start", "9999-12-31"),  # its window would end past datetime.max: plan_run raised OverflowError
+    ("window_start", "1969-12-31"),
     ("window_end", "2026-01-01; DROP TABLE tickets"),
+    ("window_end", "3000-01-01"),
 ]
 BAD_IDS = [f"{field}={str(value)[:24]}" for field, value in BAD_VALUES]
 
@@ -115,6 +118,19 @@ def dag(airflow_db):
 def test_the_dag_params_cover_every_run_option(dag):
     assert set(dag.params) == set(FIELDS)
     copy.deepcopy(dag.params).validate()  # the defaults themselves are valid
+
+
+def test_the_form_keeps_a_number_as_typed(dag):
+    """The trigger form clamps a number field into its schema's minimum/maximum without a word (limit 0 ran
+    as 1); the params bound numbers with exclusive limits instead, so 0 is refused, naming the param."""
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    schemas = {name: dag.params.get_param(name).schema for name in FIELDS}
+    numbers = {name for name, schema in schemas.items() if "integer" in schema["type"]}
+    assert numbers == {"limit", "shards", "max_batch_tokens"}
+    assert [name for name in numbers if {"minimum", "maximum"} & set(schemas[name])] == []
+    with pytest.raises(ParamValidationError, match="param limit"):
+        copy.deepcopy(dag.params)["limit"] = 0
 
 
 @pytest.mark.parametrize(("field", "value"), BAD_VALUES, ids=BAD_IDS)
@@ -186,6 +202,8 @@ CONFS = {
     "sql-shaped": ({"ticket_ids": ["1; DROP TABLE tickets"]}, "ticket_ids"),
     "unknown key": ({"reprocess": True, "limt": 5}, "limt"),
     "end before start": ({"window_start": "2026-11-30", "window_end": "2026-11-01"}, "window_end"),
+    "end alone": ({"window_end": "2026-11-01"}, "window_end"),  # per-param schemas cannot see this one
+    "date out of range": ({"window_start": "9999-12-31"}, "window_start"),
 }
 
 
