@@ -181,85 +181,98 @@ def _parse_search_path(setting: str, user: str) -> tuple[str, ...]:
 
 
 def _ours(conn: sa.Connection, tables: list[sa.Table], read_only: list[str], who: _Who) -> list[Missing]:
-    missing: list[Missing] = []
-    groups: dict[str | None, dict[str, tuple[str, ...]]] = {}  # schema -> table -> privileges it needs
-    for table in tables:
-        groups.setdefault(table.schema, {})[table.name] = TABLE_PRIVILEGES
-    for name in read_only:
-        groups.setdefault(None, {}).setdefault(name, ("SELECT",))
-    for schema, needs in groups.items():
-        missing += _schema_group(conn, schema, needs, set(read_only) if schema is None else set(), who)
-    return missing
-
-
-def _schema_group(
-    conn: sa.Connection, schema: str | None, needs: dict[str, tuple[str, ...]], optional: set[str], who: _Who
-) -> list[Missing]:
-    """Our tables in one schema (None: the first usable one of the search_path, where CREATE TABLE puts them)."""
-    candidates = [schema] if schema else ([who.default_schema] if who.default_schema else list(who.search_path))
+    """Unqualified tables are where the server finds them: the first schema of the search_path that has them
+    (looked up along the setting itself, as for the source); absent ones go where CREATE TABLE puts them."""
+    needs: dict[tuple[str | None, str], tuple[str, ...]] = {(t.schema, t.name): TABLE_PRIVILEGES for t in tables}
+    optional = {(None, name) for name in read_only if (None, name) not in needs}
+    needs.update(dict.fromkeys(optional, ("SELECT",)))
+    searched = list(dict.fromkeys([*(s for s, _ in needs if s), *who.search_path]))
     rows = conn.execute(
         sa.text(
             "SELECT n.nspname, quote_ident(n.nspname), has_schema_privilege(n.oid, 'USAGE'), "
-            "has_schema_privilege(n.oid, 'CREATE') FROM pg_namespace n WHERE n.nspname = ANY(:names)"
+            "has_schema_privilege(n.oid, 'CREATE'), c.relname, c.oid, quote_ident(c.relname), "
+            "has_table_privilege(c.oid, 'SELECT'), has_table_privilege(c.oid, 'INSERT'), "  # as in TABLE_PRIVILEGES
+            "has_table_privilege(c.oid, 'UPDATE'), has_table_privilege(c.oid, 'DELETE') "
+            "FROM pg_namespace n LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = ANY(:names) "
+            "AND c.relkind IN ('r', 'p') WHERE n.nspname = ANY(:schemas)"
         ),
-        {"names": candidates},
+        {"names": sorted({name for _, name in needs}), "schemas": searched},
     ).all()
-    by_name = {r[0]: r[1:] for r in rows}
-    name = next((c for c in candidates if c in by_name), None)
-    if name is None:
-        raise ConfigError(
-            f"no schema for the pipeline's tables exists (looked for: {', '.join(candidates) or 'nothing'}): "
-            f"create one (`CREATE SCHEMA inference AUTHORIZATION {who.role};`) and make it the role's first "
-            f"(`ALTER ROLE {who.role} SET search_path = inference;`)",
-            remedy=REMEDY,
-        )
-    qschema, usage, create = by_name[name]
-    missing = (
-        [] if usage else [Missing("USAGE", f"schema {qschema}", f"GRANT USAGE ON SCHEMA {qschema} TO {who.role};")]
-    )
-    checks = ", ".join(f"has_table_privilege(c.oid, '{p}')" for p in TABLE_PRIVILEGES)
-    present = {
-        r[0]: r[1:]
-        for r in conn.execute(
-            sa.text(
-                f"SELECT c.relname, quote_ident(c.relname), {checks} FROM pg_class c "  # noqa: S608 - fixed names
-                "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = :schema AND c.relname = ANY(:names) AND c.relkind IN ('r', 'p')"
-            ),
-            {"schema": name, "names": list(needs)},
-        )
-    }
-    absent = [t for t in needs if t not in present and t not in optional]
-    if absent and not create:
-        missing.append(
-            Missing(
-                "CREATE",
-                f"schema {qschema} (to create the missing table(s) {', '.join(absent)})",
-                f"GRANT CREATE ON SCHEMA {qschema} TO {who.role};",
+    schemas = {r[0]: r[1:4] for r in rows}  # name -> (quoted, usage, create)
+    found = {(r[0], r[4]): r[5:] for r in rows if r[4] is not None}  # (schema, table) -> (oid, quoted, rights...)
+
+    located: list[tuple[str, tuple[str, ...], tuple]] = []  # (schema, privileges needed, found row)
+    absent: dict[str, list[str]] = {}
+    for (schema, name), wanted in needs.items():
+        where = next((s for s in ([schema] if schema else who.search_path) if (s, name) in found), None)
+        if where is not None:
+            located.append((where, wanted, found[where, name]))
+        elif (schema, name) not in optional:  # optional ones are made with the others, or by `db upgrade`
+            absent.setdefault(schema or _create_schema(who, schemas), []).append(name)
+
+    missing: list[Missing] = []
+    for name in dict.fromkeys([*(where for where, _, _ in located), *absent]):
+        if name not in schemas:
+            raise ConfigError(
+                f"schema {name} for the pipeline's tables does not exist: create it "
+                f"(`CREATE SCHEMA {_quote(name)} AUTHORIZATION {who.role};`)",
+                remedy=REMEDY,
             )
-        )
-    for table, wanted in needs.items():
-        if table not in present:  # optional ones are made with the others, or by the owner's `db upgrade`
-            continue
-        qtable, *rights = present[table]
+        qschema, usage, create = schemas[name]
+        if not usage:
+            missing.append(Missing("USAGE", f"schema {qschema}", f"GRANT USAGE ON SCHEMA {qschema} TO {who.role};"))
+        if name in absent and not create:
+            missing.append(
+                Missing(
+                    "CREATE",
+                    f"schema {qschema} (to create the missing table(s) {', '.join(absent[name])})",
+                    f"GRANT CREATE ON SCHEMA {qschema} TO {who.role};",
+                )
+            )
+    for where, wanted, (_, qtable, *rights) in located:
         lacking = [p for p, ok in zip(TABLE_PRIVILEGES, rights, strict=True) if p in wanted and not ok]
         if lacking:
-            privileges, qname = ", ".join(lacking), f"{qschema}.{qtable}"
+            privileges, qname = ", ".join(lacking), f"{schemas[where][0]}.{qtable}"
             missing.append(Missing(privileges, f"table {qname}", f"GRANT {privileges} ON {qname} TO {who.role};"))
-    # Serial columns (pg_depend deptype 'a') call nextval() with the caller's rights; identity columns do not.
-    # (CASE: the planner may run a WHERE condition before the join that keeps only sequences.)
-    sequences = conn.execute(
+    missing += _sequences(conn, [row[0] for _, wanted, row in located if "INSERT" in wanted], who)
+    return missing
+
+
+def _create_schema(who: _Who, schemas: dict) -> str:
+    """Where an unqualified CREATE TABLE goes: the first schema of the search_path the role may use, else the
+    first that exists (to say USAGE is missing there)."""
+    name = who.default_schema or next((s for s in who.search_path if s in schemas), None)
+    if name is None:
+        raise ConfigError(
+            f"no schema of the search_path ({', '.join(who.search_path) or 'empty'}) exists for the pipeline's "
+            f"tables: create one (`CREATE SCHEMA inference AUTHORIZATION {who.role};`) and make it the role's "
+            f"first (`ALTER ROLE {who.role} SET search_path = inference;`)",
+            remedy=REMEDY,
+        )
+    return name
+
+
+def _sequences(conn: sa.Connection, table_oids: list[int], who: _Who) -> list[Missing]:
+    """Serial columns (pg_depend deptype 'a') call nextval() with the caller's rights; identity columns do not.
+    (CASE: the planner may evaluate a WHERE condition before the join that keeps only sequences.)"""
+    if not table_oids:
+        return []
+    rows = conn.execute(
         sa.text(
             "SELECT quote_ident(sn.nspname) || '.' || quote_ident(s.relname), "
             "CASE WHEN s.relkind = 'S' THEN has_sequence_privilege(s.oid, 'USAGE') END FROM pg_depend d "
-            "JOIN pg_class t ON t.oid = d.refobjid JOIN pg_namespace tn ON tn.oid = t.relnamespace "
             "JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S' JOIN pg_namespace sn ON sn.oid = s.relnamespace "
             "WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass AND d.deptype = 'a' "
-            "AND tn.nspname = :schema AND t.relname = ANY(:names) ORDER BY s.relname"
+            "AND d.refobjid = ANY(CAST(:oids AS oid[])) ORDER BY 1"
         ),
-        {"schema": name, "names": [t for t, wanted in needs.items() if "INSERT" in wanted]},
+        {"oids": table_oids},
     ).all()
-    for qseq, usable in sequences:
-        if not usable:
-            missing.append(Missing("USAGE", f"sequence {qseq}", f"GRANT USAGE ON SEQUENCE {qseq} TO {who.role};"))
-    return missing
+    return [
+        Missing("USAGE", f"sequence {qseq}", f"GRANT USAGE ON SEQUENCE {qseq} TO {who.role};")
+        for qseq, usable in rows
+        if not usable
+    ]
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

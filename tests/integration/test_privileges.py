@@ -377,6 +377,28 @@ def test_an_unqualified_source_is_found_along_the_search_path_without_usage(clus
         engine.dispose()
 
 
+def test_our_tables_further_along_the_search_path_are_the_ones_checked(cluster):
+    """Unqualified statements use the first schema of the search_path that has the table, not the first schema."""
+    role = cluster.role("further", search_path="inference_further, inference_shared")
+    cluster.owner_made_tables("inference_shared")
+    cluster.sql(
+        f"CREATE SCHEMA inference_further AUTHORIZATION {role}",
+        f'GRANT TEMPORARY ON DATABASE "{cluster.db}" TO {role}',
+        f"GRANT USAGE ON SCHEMA crm, inference_shared TO {role}",
+        f"GRANT SELECT ({READ}) ON crm.tickets TO {role}",
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA inference_shared TO {role}",
+    )
+    engine = cluster.engine_for(role)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            check_privileges(engine, SOURCE, OUR_TABLES, read_only=[VERSION_TABLE])
+        grants = grants_in(str(caught.value))
+        assert f"GRANT INSERT, UPDATE, DELETE ON inference_shared.ticket_results TO {role};" in grants
+        assert not any("CREATE" in g or "inference_further" in g for g in grants), grants
+    finally:
+        engine.dispose()
+
+
 def test_sqlite_has_nothing_to_check(tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'tickets.db'}")
     try:
