@@ -337,3 +337,29 @@ def test_taxonomy_label_with_trailing_newline_rejected(tmp_path):
     data = {"login": ["cannot sign in"], "billing\n": ["invoice is wrong"]}
     with pytest.raises(ConfigError, match="taxonomy label"):
         load_taxonomy_file(_write(tmp_path, json.dumps(data)))
+
+
+# --- declared rules apply to values from code too ------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [1, "true", None])
+def test_bool_setting_must_be_a_bool(value):
+    with pytest.raises(ConfigError, match="INFERENCE_COMPILE"):
+        Settings(compile=value)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("yes", True), (" ON ", True), ("0", False), ("off", False)])
+def test_bool_words(raw, expected):
+    assert settings_from_env({"INFERENCE_COMPILE": raw}).compile is expected
+
+
+def test_heads_from_code_are_normalised_like_the_environment():
+    assert Settings(heads=["Summary", "embedding", "summary"]).heads == ("embedding", "summary")
+    assert settings_from_env({"INFERENCE_HEADS": " summary ,embedding"}).heads == ("embedding", "summary")
+    with pytest.raises(ConfigError, match="INFERENCE_HEADS"):
+        Settings(heads=("embedding", "sentiment"))
+
+
+def test_cache_dir_set_but_empty_means_off():
+    assert settings_from_env({"INFERENCE_CACHE_DIR": ""}).cache_dir == ""
+    assert settings_from_env({}).cache_dir == Settings().cache_dir != ""
