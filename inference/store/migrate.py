@@ -32,6 +32,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from inference.errors import ConfigError, SchemaOutdated
+from inference.store.batch_tables import BATCH_TABLES
 from inference.store.db import writing
 from inference.store.schema import OUR_TABLES, SCHEMA_LOCK_KEY
 
@@ -41,7 +42,7 @@ VERSION_TABLE = "inference_alembic_version"
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 BASELINE = "0001"  # the schema release b508944 creates, unversioned
 COMMAND = "python -m inference db upgrade"
-TABLE_NAMES = frozenset(t.name for t in OUR_TABLES)
+TABLE_NAMES = frozenset(t.name for t in (*OUR_TABLES, *BATCH_TABLES))  # every table the migrations own
 
 
 def configure_options() -> dict:
