@@ -18,7 +18,6 @@ import importlib
 
 _EXPORTS = {
     "BatchSettings": "inference.batchapi.settings",
-    "batch_settings_from_env": "inference.batchapi.settings",
     "BatchClient": "inference.batchapi.client",
     "BatchInfo": "inference.batchapi.client",
     "BatchApiRejected": "inference.batchapi.client",

@@ -126,14 +126,18 @@ def translate(exc: BaseException, what: str) -> Exception:
 class BatchClient:
     """Files and Batches over one `openai.OpenAI` client (built from an Airflow connection, or by tests)."""
 
-    def __init__(self, client: Any):
+    def __init__(self, client: Any, *, retry_pause: float = 0.5):
         self._client = client
+        self.retry_pause = retry_pause  # seconds before the first download retry (doubling)
 
     @classmethod
-    def connect(cls, api_key: str, base_url: str | None = None, *, timeout: float = 300.0) -> BatchClient:
+    def connect(
+        cls, api_key: str, base_url: str | None = None, *, timeout: float = 300.0, retry_pause: float = 0.5
+    ) -> BatchClient:
         import openai
 
-        return cls(openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=2))
+        client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=2)
+        return cls(client, retry_pause=retry_pause)
 
     def close(self) -> None:
         self._client.close()
@@ -222,7 +226,7 @@ class BatchClient:
                 if not isinstance(error, BatchApiUnavailable):
                     raise error from None
             log.warning("download of file %s failed (attempt %d of %d): %s", file_id, attempt, attempts, error)
-            time.sleep(min(30.0, 0.5 * 2**attempt))
+            time.sleep(min(30.0, self.retry_pause * 2 ** (attempt - 1)))
         dest.unlink(missing_ok=True)
         raise error
 

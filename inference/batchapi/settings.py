@@ -1,14 +1,15 @@
-"""Settings of the Batch API backend, typed and validated like inference.config (to be folded into it).
+"""Settings of the Batch API backend: typed and validated; the values come from the caller.
 
-The API key is not a setting: under Airflow it comes from the connection INFERENCE_BATCH_CONN_ID
-(password = key, host = base URL of an OpenAI-compatible provider); offline runs need none.
+The environment variables are declared where every setting is (inference/config.py, by whoever wires the
+backend in); the CLI's `batch-file` command passes its flags. The API key is not a setting: under
+Airflow it comes from the connection named by `conn_id` (password = key, host = base URL of an
+OpenAI-compatible provider); offline runs need none.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,28 +47,26 @@ class BatchSettings:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
-            raise ConfigError("INFERENCE_BATCH_MODEL must name the provider's model, e.g. gpt-4o-mini")
+            raise ConfigError("the batch model must name the provider's model, e.g. gpt-4o-mini")
         if not isinstance(self.prompt, str) or not self.prompt.strip():
-            raise ConfigError("INFERENCE_BATCH_PROMPT (or INFERENCE_BATCH_PROMPT_FILE) must not be empty")
-        _check_int("INFERENCE_BATCH_MAX_TOKENS", self.max_tokens, 1, 32_768)
-        _check_int("INFERENCE_BATCH_MAX_CHARS", self.max_chars, 100, 1_000_000)
-        _check_int("INFERENCE_BATCH_MAX_REQUESTS", self.max_requests, 1, MAX_REQUESTS)
-        _check_int("INFERENCE_BATCH_MAX_BYTES", self.max_bytes, 10_000, 200_000_000)
-        _check_int("INFERENCE_BATCH_RETRY_MAX_REQUESTS", self.retry_max_requests, 1, MAX_REQUESTS)
-        _check_int("INFERENCE_BATCH_DEADLINE_GRACE_SECONDS", self.deadline_grace_seconds, 0, 7 * 86_400)
-        if not 0.01 <= float(self.poll_seconds) <= 3_600:
-            raise ConfigError(f"INFERENCE_BATCH_POLL_SECONDS must be from 0.01 to 3600, got {self.poll_seconds!r}")
-        for name, price in (
-            ("INFERENCE_BATCH_PRICE_INPUT_PER_MTOK", self.price_input_per_mtok),
-            ("INFERENCE_BATCH_PRICE_OUTPUT_PER_MTOK", self.price_output_per_mtok),
-        ):
-            if price is not None and not 0 <= price < 10_000:
-                raise ConfigError(f"{name} must be a price in USD per million tokens, got {price!r}")
+            raise ConfigError("the batch prompt must not be empty")
+        _check_int("max_tokens", self.max_tokens, 1, 32_768)
+        _check_int("max_chars", self.max_chars, 100, 1_000_000)
+        _check_int("max_requests", self.max_requests, 1, MAX_REQUESTS)
+        _check_int("max_bytes", self.max_bytes, 10_000, 200_000_000)
+        _check_int("retry_max_requests", self.retry_max_requests, 1, MAX_REQUESTS)
+        _check_int("deadline_grace_seconds", self.deadline_grace_seconds, 0, 7 * 86_400)
+        if isinstance(self.poll_seconds, bool) or not 0.01 <= float(self.poll_seconds) <= 3_600:
+            raise ConfigError(f"batch setting poll_seconds must be from 0.01 to 3600, got {self.poll_seconds!r}")
+        for name in ("price_input_per_mtok", "price_output_per_mtok"):
+            price = getattr(self, name)
+            if price is not None and (isinstance(price, bool) or not 0 <= price < 10_000):
+                raise ConfigError(f"batch setting {name} must be a price in USD per million tokens, got {price!r}")
         if not isinstance(self.extra_body, Mapping):
-            raise ConfigError("INFERENCE_BATCH_EXTRA_BODY must be a JSON object")
+            raise ConfigError('batch setting extra_body must be a JSON object such as {"temperature": 0}')
         clash = sorted({"model", "messages", "max_completion_tokens", "stream"} & set(self.extra_body))
         if clash:
-            raise ConfigError(f"INFERENCE_BATCH_EXTRA_BODY may not set {', '.join(clash)}: they are settings")
+            raise ConfigError(f"batch setting extra_body may not set {', '.join(clash)}: they are settings")
 
     def part_limit(self, retry_round: int) -> int:
         """Requests per file: retry rounds go out in smaller batches."""
@@ -98,70 +97,23 @@ class BatchSettings:
 
 def _check_int(name: str, value: object, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+        raise ConfigError(f"batch setting {name} must be an integer from {low} to {high}, got {value!r}")
 
 
-def _read(env: Mapping[str, str], name: str, kind, default):
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
+def read_prompt(path: str) -> str:
+    """A prompt kept in a file (UTF-8)."""
     try:
-        return kind(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {raw!r}") from None
+        return Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(f"the batch prompt file {path} cannot be read ({type(exc).__name__})") from None
 
 
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name} must be true or false, got {raw!r}")
-
-
-def _prompt(env: Mapping[str, str]) -> str:
-    path = env.get("INFERENCE_BATCH_PROMPT_FILE", "").strip()
-    if path:
-        try:
-            return Path(path).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(f"INFERENCE_BATCH_PROMPT_FILE {path} cannot be read ({type(exc).__name__})") from None
-    return env.get("INFERENCE_BATCH_PROMPT", "").strip() or DEFAULT_PROMPT
-
-
-def _extra_body(env: Mapping[str, str]) -> dict[str, Any]:
-    raw = env.get("INFERENCE_BATCH_EXTRA_BODY", "").strip()
-    if not raw:
-        return {}
+def parse_extra_body(text: str) -> dict[str, Any]:
+    """Extra request parameters as JSON text (e.g. '{"temperature": 0}')."""
     try:
-        value = json.loads(raw)
+        value = json.loads(text)
     except json.JSONDecodeError:
-        raise ConfigError('INFERENCE_BATCH_EXTRA_BODY must be a JSON object such as {"temperature": 0}') from None
+        value = None
     if not isinstance(value, dict):
-        raise ConfigError('INFERENCE_BATCH_EXTRA_BODY must be a JSON object such as {"temperature": 0}')
+        raise ConfigError('the batch extra body must be a JSON object such as {"temperature": 0}')
     return value
-
-
-def batch_settings_from_env(env: Mapping[str, str] | None = None, **overrides) -> BatchSettings:
-    env = os.environ if env is None else env
-    values: dict[str, Any] = dict(
-        model=env.get("INFERENCE_BATCH_MODEL", "").strip(),
-        prompt=_prompt(env),
-        max_tokens=_read(env, "INFERENCE_BATCH_MAX_TOKENS", int, 120),
-        max_chars=_read(env, "INFERENCE_BATCH_MAX_CHARS", int, 12_000),
-        extra_body=_extra_body(env),
-        max_requests=_read(env, "INFERENCE_BATCH_MAX_REQUESTS", int, MAX_REQUESTS),
-        max_bytes=_read(env, "INFERENCE_BATCH_MAX_BYTES", int, MAX_BYTES),
-        retry_max_requests=_read(env, "INFERENCE_BATCH_RETRY_MAX_REQUESTS", int, 1_000),
-        poll_seconds=_read(env, "INFERENCE_BATCH_POLL_SECONDS", float, 60.0),
-        deadline_grace_seconds=_read(env, "INFERENCE_BATCH_DEADLINE_GRACE_SECONDS", int, 3_600),
-        price_input_per_mtok=_read(env, "INFERENCE_BATCH_PRICE_INPUT_PER_MTOK", float, None),
-        price_output_per_mtok=_read(env, "INFERENCE_BATCH_PRICE_OUTPUT_PER_MTOK", float, None),
-        delete_files=_flag(env, "INFERENCE_BATCH_DELETE_FILES", True),
-        conn_id=env.get("INFERENCE_BATCH_CONN_ID", "").strip() or "openai_default",
-    )
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return BatchSettings(**values)

@@ -145,15 +145,15 @@ def _prepare_one(ctx: BatchContext, run_id: str, mode: str) -> int | None:
     return part
 
 
-def write_part_file(ctx: BatchContext, run_id: str, part: int, path: Path) -> tuple[int, int]:
+def write_part_file(ctx: BatchContext, run_id: str, part: int, path: Path) -> tuple[int, int] | None:
     """Writes the part's request file (0600) from its members and their current text; returns (requests,
-    bytes). Members edited since they were recorded are recorded again with the new text (nothing was
+    bytes), or None when the part was sent meanwhile. Members edited since they were recorded are recorded again with the new text (nothing was
     sent yet); deleted or emptied ones leave the part and are skipped with their reason."""
     settings = ctx.settings
     with writing(ctx.engine) as conn:
         row = batches.lock_part(conn, run_id, part)
         if row.state not in (PART_PREPARED, PART_EXPORTED):
-            raise RuntimeError(f"run {run_id} part {part} is {row.state}: its request file was already sent")
+            return None  # another copy of the task has uploaded it meanwhile
         version = runs.get_run(conn, run_id).model_version
         recorded = {m.ticket_id: m for m in batches.members(conn, run_id, part)}
         changed, gone, count, size = [], {}, 0, 0
@@ -200,9 +200,10 @@ def _pages(ids: list[str], size: int = PAGE):
 
 def _upload(ctx: BatchContext, client: BatchClient, run_id: str, part: int) -> None:
     with private_dir() as tmp:
-        count, size = write_part_file(ctx, run_id, part, tmp / f"part-{part:05d}.jsonl")
-        if count == 0:
+        written = write_part_file(ctx, run_id, part, tmp / f"part-{part:05d}.jsonl")
+        if written is None or written[0] == 0:
             return
+        count, size = written
         file_id = client.upload(tmp / f"part-{part:05d}.jsonl")
     with writing(ctx.engine) as conn:
         recorded = batches.update_part(

@@ -9,17 +9,23 @@ import datetime as dt
 import pytest
 import sqlalchemy as sa
 
-from inference.batchapi import BatchClient, BatchContext, BatchSettings, collect_run, run_batches, submit_run
+from inference.batchapi import collect_run, submit_run
 from inference.batchapi.cost import run_cost
-from inference.pipeline import finish_run, load_results, plan_run
+from inference.pipeline import finish_run, load_results
 from inference.store.batch_tables import inference_batch_requests, inference_batches
-from inference.store.schema import inference_run_items, ticket_failures, ticket_results
-from inference.store.source import Source
-from inference.textprep import content_hash, model_input
-from tests.support.openai_server import Behaviour, OpenAIServer, fake_summary
-from tests.support.tickets import W2, add_ticket, edit_ticket, settings_for
-
-RUN = "batch-run-1"
+from inference.textprep import content_hash
+from tests.support.batch_night import (
+    RUN,
+    expected_summary,
+    failures_of,
+    item_states,
+    local_client,
+    night,
+    setup_run,
+    stored,
+)
+from tests.support.openai_server import Behaviour, OpenAIServer
+from tests.support.tickets import W2, edit_ticket
 
 
 @pytest.fixture
@@ -30,51 +36,9 @@ def server():
 
 @pytest.fixture
 def client(server):
-    c = BatchClient.connect(server.api_key, server.base_url, timeout=20)
+    c = local_client(server)
     yield c
     c.close()
-
-
-def seed(engine, n: int, start: int = 1) -> dict[str, tuple[str, str]]:
-    """n tickets with distinct text in W2; returns ticket_id -> (subject, body)."""
-    out = {}
-    for k in range(start, start + n):
-        subject, body = f"Order {k} problem", f"Ticket {k}: my parcel {k * 7} is late. Please check it. Thanks!"
-        add_ticket(engine, k, subject, body, W2.start + dt.timedelta(minutes=k))
-        out[str(k)] = (subject, body)
-    return out
-
-
-def setup_run(engine, n: int, max_failure_rate: float = 0.05, **batch):
-    settings = settings_for(engine, heads=("summary",), max_attempts=3, max_failure_rate=max_failure_rate)
-    texts = seed(engine, n)
-    plan_run(settings, RUN, W2)
-    ctx = BatchContext(engine, Source(engine, settings.source), BatchSettings(model="gpt-test", **batch), 3)
-    return settings, ctx, texts
-
-
-def expected_summary(subject: str, body: str) -> str:
-    return fake_summary(model_input(subject, body, 12_000)[0])
-
-
-def stored(engine) -> dict[str, sa.Row]:
-    with engine.connect() as conn:
-        return {r.ticket_id: r for r in conn.execute(sa.select(ticket_results))}
-
-
-def item_states(engine) -> dict[str, tuple[str, str | None]]:
-    with engine.connect() as conn:
-        rows = conn.execute(sa.select(inference_run_items).where(inference_run_items.c.run_id == RUN))
-        return {r.ticket_id: (r.status, r.reason) for r in rows}
-
-
-def failures_of(engine) -> dict[str, sa.Row]:
-    with engine.connect() as conn:
-        return {r.ticket_id: r for r in conn.execute(sa.select(ticket_failures))}
-
-
-def night(settings, ctx, client):
-    return run_batches(ctx, client, RUN, lambda: load_results(settings, RUN), sleep=lambda s: None)
 
 
 def test_a_night_of_summaries_lands_on_the_right_tickets_with_its_cost(db_engine, server, client):
