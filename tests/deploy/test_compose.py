@@ -1,8 +1,9 @@
 """The reference deployment (docker-compose.yml), the code and .env.example agree.
 
 Docker cannot run here, so this reads the compose file the way Compose does as far as it matters: YAML anchors
-and merge keys (PyYAML resolves them like Compose), then `${VAR}` / `${VAR:-default}` / `${VAR-default}`
-interpolation and `$$` escapes. The code side is never copied: the variables the library and the Airflow adapters
+and merge keys (PyYAML resolves them like Compose), then `${VAR}` / `${VAR:-default}` / `${VAR-default}` /
+`${VAR:?message}` interpolation and `$$` escapes; where a Compose CLI is installed (`docker compose` or
+`docker-compose`; `config` needs no engine), the required secrets are also checked with it. The code side is never copied: the variables the library and the Airflow adapters
 read, with their defaults, are their declarations (inference.settings_spec.variables()); a scan of the source's
 string literals checks that nothing reads an undeclared INFERENCE_* / TICKETS_* variable; the queue, pool and
 connection id come from importing the modules that define them.
@@ -69,6 +70,26 @@ INTENDED_DEFAULT_DIFFERENCES = {
     ("airflow-cli", "TICKETS_DB_URL"),
 }
 
+# Secrets: no default anywhere in the compose file (`${VAR:?how to generate it}`), an empty line in .env.example.
+SECRETS = (
+    "POSTGRES_PASSWORD",
+    "AIRFLOW_ADMIN_PASSWORD",
+    "AIRFLOW_FERNET_KEY",
+    "AIRFLOW_JWT_SECRET",
+    "AIRFLOW_API_SECRET_KEY",
+    "TICKETS_DB_PASSWORD",
+)
+SECRET_LIKE = re.compile(r"PASSWORD|SECRET|FERNET|_TOKEN$|_KEY$")
+# What the tests that are not about secrets put in .env for them (valid for airflow-init's check).
+SECRET_VALUES = {
+    "POSTGRES_PASSWORD": "0f1e2d3c4b5a69788796a5b4",
+    "AIRFLOW_ADMIN_PASSWORD": "5b4a69788796a5b4",
+    "AIRFLOW_FERNET_KEY": "ZmRlZmF1bHRfZmVybmV0X2tleV9mb3JfdGhlX3Rlc3Q=",
+    "AIRFLOW_JWT_SECRET": "9c" * 16,
+    "AIRFLOW_API_SECRET_KEY": "7d" * 16,
+    "TICKETS_DB_PASSWORD": "a5b4c3d2e1f00f1e2d3c4b5a",
+}
+
 # .env.example lines `# VAR=value` that show an example rather than the library's default.
 EXAMPLE_VALUES = {
     "INFERENCE_MODEL": "the default is the bundled model's directory, which depends on the installation",
@@ -90,8 +111,16 @@ EXAMPLE_VALUES = {
 @dataclasses.dataclass(frozen=True)
 class Ref:
     name: str
-    op: str  # "", ":-" or "-"
-    default: str  # raw text after the operator (may hold nested references)
+    op: str  # "", ":-", "-", ":?" or "?"
+    default: str  # raw text after the operator (may hold nested references); for ":?" / "?" the error message
+
+
+class MissingRequired(Exception):
+    """What Compose refuses to start with: `${VAR:?message}` while VAR is unset or empty (`?`: unset)."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(f"required variable {name} is missing a value: {message}")
+        self.name, self.message = name, message
 
 
 def _closing(text: str, start: int) -> int:
@@ -107,8 +136,9 @@ def _closing(text: str, start: int) -> int:
     raise AssertionError(f"unclosed ${{ in {text!r}")
 
 
-def interpolate(text: str, env: dict[str, str], refs: list[Ref] | None = None) -> str:
-    """Compose's interpolation of one string; `refs` collects the references it evaluates."""
+def interpolate(text: str, env: dict[str, str], refs: list[Ref] | None = None, *, strict: bool = True) -> str:
+    """Compose's interpolation of one string; `refs` collects the references it evaluates. A required variable
+    that is missing raises MissingRequired (`strict`), or reads as empty (to collect references)."""
     refs = [] if refs is None else refs
     out: list[str] = []
     i = 0
@@ -133,10 +163,18 @@ def interpolate(text: str, env: dict[str, str], refs: list[Ref] | None = None) -
                 out.append(value or "")
             elif rest.startswith(":-"):
                 refs.append(Ref(name, ":-", rest[2:]))
-                out.append(value if value else interpolate(rest[2:], env, refs))
+                out.append(value if value else interpolate(rest[2:], env, refs, strict=strict))
             elif rest.startswith("-"):
                 refs.append(Ref(name, "-", rest[1:]))
-                out.append(value if value is not None else interpolate(rest[1:], env, refs))
+                out.append(value if value is not None else interpolate(rest[1:], env, refs, strict=strict))
+            elif rest.startswith((":?", "?")):
+                op = rest[: rest.index("?") + 1]
+                message = rest[len(op) :]
+                assert "$" not in message, f"a message of ${{{body}}} holds a reference"
+                refs.append(Ref(name, op, message))
+                if (not value if op == ":?" else value is None) and strict:
+                    raise MissingRequired(name, message)
+                out.append(value or "")
             else:
                 raise AssertionError(f"interpolation ${{{body}}} is not supported by this test")
             i = end + 1
@@ -151,7 +189,7 @@ def interpolate(text: str, env: dict[str, str], refs: list[Ref] | None = None) -
 
 def resolve(value, env: dict[str, str]):
     if isinstance(value, str):
-        return interpolate(value, env)
+        return interpolate(value, {**SECRET_VALUES, **env})
     if isinstance(value, list):
         return [resolve(v, env) for v in value]
     if isinstance(value, dict):
@@ -163,7 +201,7 @@ def references(value) -> list[Ref]:
     """Every `${...}` in a value, nested defaults included (evaluated with nothing set, so defaults are read)."""
     refs: list[Ref] = []
     if isinstance(value, str):
-        interpolate(value, {}, refs)
+        interpolate(value, {}, refs, strict=False)
     elif isinstance(value, list):
         for v in value:
             refs += references(v)
@@ -229,13 +267,18 @@ def raw_env(compose: dict, name: str) -> dict:
 
 
 def container_env(compose: dict, name: str, host_env: dict[str, str] | None = None) -> dict[str, str]:
-    """What the container's environment holds when .env sets `host_env` (nothing: every default)."""
-    return {k: interpolate(str(v), host_env or {}) for k, v in raw_env(compose, name).items()}
+    """What the container's environment holds when .env sets the secrets and `host_env` (nothing else: every
+    default)."""
+    env = {**SECRET_VALUES, **(host_env or {})}
+    return {k: interpolate(str(v), env) for k, v in raw_env(compose, name).items()}
 
 
 def queues_of(compose: dict, name: str, host_env: dict[str, str]) -> list[str] | None:
     command = service(compose, name).get("command")
-    argv = shlex.split(interpolate(command, host_env)) if isinstance(command, str) else resolve(command, host_env)
+    if isinstance(command, str):
+        argv = shlex.split(interpolate(command, {**SECRET_VALUES, **host_env}))
+    else:
+        argv = resolve(command, host_env)
     for i, arg in enumerate(argv):
         if arg in ("--queues", "-q"):
             return argv[i + 1].split(",")
@@ -452,7 +495,7 @@ def _is_key(node, keys) -> bool:
 def test_init_creates_the_pool_model_tasks_use(compose, host_env):
     routing = load_module(ROUTING_FILE, host_env)
     command = service(compose, "airflow-init")["command"]
-    script = interpolate(command if isinstance(command, str) else "\n".join(command), host_env)
+    script = interpolate(command if isinstance(command, str) else "\n".join(command), {**SECRET_VALUES, **host_env})
     commands = [shlex.split(line) for line in script.splitlines() if "pools set" in line]
     created = [argv[argv.index("set") :] for argv in commands]
     assert created, "airflow-init does not run `airflow pools set`"
@@ -592,7 +635,7 @@ def test_every_documented_variable_is_used(compose):
 
 
 def _compose_defaults(refs: list[Ref]) -> set[str]:
-    return {strip_defaults(r.default) for r in refs if r.op and r.default}
+    return {strip_defaults(r.default) for r in refs if r.op in (":-", "-") and r.default}
 
 
 def _states_default(line: EnvLine, default: str) -> bool:
@@ -648,3 +691,157 @@ def test_env_example_states_the_declared_defaults():
         if var in documented and not _states_default(documented[var], spec.default_text)
     ]
     assert not wrong, ".env.example does not state these declared defaults: " + ", ".join(wrong)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 7. Secrets: required, never defaulted, refused as placeholders
+# --------------------------------------------------------------------------------------------------------------
+
+GENERATE = re.compile(r"generate it with `([^`]+)`")
+
+
+def test_every_secret_is_required_with_the_command_that_generates_it(compose):
+    refs = compose_refs(compose)
+    for var in SECRETS:
+        assert refs.get(var), f"docker-compose.yml no longer uses {var}: update SECRETS"
+        for ref in refs[var]:
+            assert ref.op == ":?", f"{var} must be written ${{{var}:?message}} everywhere, found op {ref.op!r}"
+            assert var in ref.default, f"{var}: the message must name the variable: {ref.default!r}"
+            assert GENERATE.search(ref.default), f"{var}: the message must say how to generate it: {ref.default!r}"
+
+
+def test_no_other_secret_has_a_default(compose):
+    """A new password or key in the compose file belongs in SECRETS (required), not behind a default."""
+    secret_like = {var for var in compose_refs(compose) if SECRET_LIKE.search(var)}
+    assert secret_like <= set(SECRETS), (
+        f"required-variable syntax and SECRETS for: {sorted(secret_like - set(SECRETS))}"
+    )
+    for name, svc in compose["services"].items():
+        for key, value in (svc.get("environment") or {}).items():
+            if SECRET_LIKE.search(key) and not key.endswith("_FILE"):
+                assert {r.name for r in references(value)} & set(SECRETS), f"{name}: {key} holds no secret of SECRETS"
+
+
+@pytest.mark.parametrize("var", SECRETS)
+@pytest.mark.parametrize("how", ["unset", "empty"])
+def test_compose_refuses_to_start_without_each_secret(compose, var, how):
+    env = {k: v for k, v in SECRET_VALUES.items() if k != var} | ({var: ""} if how == "empty" else {})
+    with pytest.raises(MissingRequired) as caught:
+        resolve_file(compose, env)
+    assert caught.value.name == var
+    assert f"set {var} in .env; generate it with `" in caught.value.message
+    resolve_file(compose, SECRET_VALUES)  # and with every secret set, the file resolves
+
+
+def resolve_file(compose: dict, env: dict[str, str]):
+    """The whole file interpolated as Compose does (no SECRET_VALUES merged in)."""
+
+    def walk(value):
+        if isinstance(value, str):
+            return interpolate(value, env)
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    return walk(compose)
+
+
+def test_env_example_leaves_every_secret_empty_with_its_generate_command(compose):
+    documented = env_example()
+    refs = compose_refs(compose)
+    for var in SECRETS:
+        line = documented.get(var)
+        assert line is not None and not line.commented and line.value == "", (
+            f".env.example must have an uncommented, empty `{var}=` line (got {line})"
+        )
+        command = GENERATE.search(refs[var][0].default).group(1)
+        assert "Required" in line.doc and command in line.doc, f".env.example: say `{var}` is required and `{command}`"
+
+
+def _compose_cli() -> list[str] | None:
+    """`docker compose` (v2 plugin) or `docker-compose`, when installed: `config` needs no engine."""
+    import shutil
+    import subprocess
+
+    if shutil.which("docker"):
+        probe = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True, timeout=60)
+        if probe.returncode == 0:
+            return ["docker", "compose"]
+    return ["docker-compose"] if shutil.which("docker-compose") else None
+
+
+@pytest.mark.parametrize("var", [None, *SECRETS])
+def test_docker_compose_config_refuses_a_missing_secret(tmp_path, var):
+    """The real Compose CLI: `config` with every secret set works; without one it fails naming how to fix it."""
+    import subprocess
+
+    cli = _compose_cli()
+    if cli is None:
+        pytest.skip("no Compose CLI here (docker compose / docker-compose); the YAML-level tests above cover it")
+    env_file = tmp_path / "secrets.env"
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in SECRET_VALUES.items() if k != var), encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if not (k in SECRETS or k.startswith(("COMPOSE_", "DOCKER_")))}
+    argv = [*cli, "--project-directory", str(ROOT), "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "config"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=environ, cwd=tmp_path)
+    if var is None:
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert SECRET_VALUES["AIRFLOW_JWT_SECRET"] in proc.stdout
+    else:
+        assert proc.returncode != 0, f"compose config started without {var}"
+        assert f"set {var} in .env; generate it with `" in proc.stderr, proc.stderr[-2000:]
+
+
+# airflow-init's check of the secret values (placeholders of older .env files, short secrets, a bad Fernet key)
+
+
+def _check_secrets_script(compose: dict) -> str:
+    command = service(compose, "airflow-init")["command"]
+    script = interpolate(command if isinstance(command, str) else "\n".join(command), SECRET_VALUES)
+    m = re.search(r"<<'CHECK_SECRETS'\n(.*?)\nCHECK_SECRETS\n", script, re.S)
+    assert m, "airflow-init no longer checks the secrets (python3 - <<'CHECK_SECRETS' ... CHECK_SECRETS)"
+    return m.group(1)
+
+
+def _run_check(compose: dict, host_env: dict[str, str]):
+    import subprocess
+    import sys
+
+    env = {**os.environ, **container_env(compose, "airflow-init", host_env)}
+    return subprocess.run(
+        [sys.executable, "-"], input=_check_secrets_script(compose), capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_airflow_init_accepts_generated_secrets(compose):
+    proc = _run_check(compose, {})
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "says"),
+    [
+        ("POSTGRES_PASSWORD", "airflow", "is a placeholder"),
+        ("AIRFLOW_ADMIN_PASSWORD", "admin", "is a placeholder"),
+        ("TICKETS_DB_PASSWORD", "change-me", "is a placeholder"),
+        ("AIRFLOW_JWT_SECRET", "change-me-jwt-secret", "is a placeholder"),
+        ("AIRFLOW_API_SECRET_KEY", "Change-Me-API-secret-key-of-more-than-32", "is a placeholder"),
+        ("AIRFLOW_ADMIN_PASSWORD", "hunter2", "is shorter than 12 characters"),
+        ("AIRFLOW_JWT_SECRET", "0123456789abcdef", "is shorter than 32 characters"),
+        ("AIRFLOW_FERNET_KEY", "not-a-fernet-key", "is not a Fernet key"),
+    ],
+)
+def test_airflow_init_refuses_placeholder_secrets(compose, var, value, says):
+    proc = _run_check(compose, {var: value})
+    assert proc.returncode == 1
+    assert f"ERROR: {var} {says}" in proc.stderr
+    assert value not in proc.stderr.replace(var, "")  # names, never values
+
+
+def test_airflow_init_checks_secrets_before_anything_else(compose):
+    command = service(compose, "airflow-init")["command"]
+    script = "\n".join(command) if isinstance(command, list) else command
+    assert script.index("CHECK_SECRETS") < script.index("airflow db migrate") < script.index("pools set")
+    for name in LONG_RUNNING:
+        assert _depends_on(compose, name).get("airflow-init") == "service_completed_successfully", name
