@@ -6,18 +6,20 @@ never collides with another application's `alembic_version` in a shared database
 At the start of a run (`prepare`, through `create_schema`), under one lock (a PostgreSQL advisory lock; on
 SQLite the write lock of `BEGIN IMMEDIATE`), so that several processes starting at once do it once:
 
-- none of our tables: they are created at head (every migration, from the first) and the revision recorded;
-- our tables with no revision recorded (made by release b508944 or earlier): if their shape is that of
-  revision 0001, once the nullable output columns older releases lacked are added and made nullable (what
-  `create_schema` did in place until now), they are recorded as 0001; any other shape is refused with a
-  message saying what differs;
-- then, unless the database is at head, the run refuses to start: `SchemaOutdated` (a PermanentError, so
-  Airflow fails the task without retries) naming the recorded and required revisions and the command
-  `python -m inference db upgrade`; a revision this code does not know means the database is newer than the
-  code, and is refused the same way.
+- none of our tables: they are created at head (every migration, from the first) and the revision recorded.
+  This is the only case in which a run writes to the schema;
+- anything else not at head: the run refuses to start with `SchemaOutdated` (a PermanentError, so Airflow fails
+  the task without retries) naming the recorded and required revisions and `python -m inference db upgrade`.
+  Tables with no revision recorded (made by release b508944 or earlier) are checked first, read-only: a shape
+  `db upgrade` cannot adopt as revision 0001 is refused with what differs. A revision this code does not know
+  means the database is newer than the code, and is refused the same way.
 
-A run never upgrades an existing schema by itself: a migration can rewrite large tables (SQLite copies a table
-to change a column), so it runs when an operator chooses, after a backup, with `python -m inference db upgrade`.
+A run never upgrades an existing schema by itself, nor records a revision: a migration can rewrite large tables
+(SQLite copies a table to change a column), so it runs when an operator chooses, after a backup, with
+`python -m inference db upgrade`; and a run's role needs no more than SELECT on the version table (README,
+"Least privilege"). `db upgrade` first records unversioned tables as 0001 (adding the nullable output columns
+older releases lacked and making nullable the outputs 4040965 made NOT NULL, what `create_schema` did, or should
+have done, in place until now), then migrates.
 """
 
 from __future__ import annotations
@@ -109,8 +111,10 @@ class SchemaState:
             )
         if self.unversioned:
             return SchemaOutdated(
-                "the inference tables were made by an earlier release and no schema revision is recorded: "
-                f"run `{COMMAND}` (back the database up first)"
+                "the inference tables were made by an earlier release (b508944 or before) and no schema revision "
+                f"is recorded; this code needs revision {self.head}. Runs do not upgrade an existing schema by "
+                f"themselves: back the database up, then run `{COMMAND}` (it records them as revision {BASELINE}, "
+                "then migrates them)"
             )
         if not self.known:
             return SchemaOutdated(
@@ -189,14 +193,15 @@ def _refuse_unknown(found: SchemaState) -> None:
 
 
 def prepare(engine: sa.Engine) -> str:
-    """Start of a run: creates our tables in an empty database, records the revision of tables an earlier
-    release made, then raises SchemaOutdated unless the database is at head. Returns the head revision."""
+    """Start of a run: creates our tables in an empty database, else raises SchemaOutdated unless the database
+    is at head (tables of an earlier release: after checking, read-only, that `db upgrade` can adopt them).
+    Returns the head revision."""
     with _locked(engine) as conn:
         found = _state(conn)
         if found.empty:
             _create(conn, "head")
         elif found.unversioned:
-            _adopt(conn)
+            _adoption(conn)  # raises when their shape is one `db upgrade` cannot adopt
     return check_current(engine)
 
 
@@ -244,13 +249,10 @@ def baseline_tables(metadata: sa.MetaData) -> list[sa.Table]:
     return _script().get_revision(BASELINE).module.tables(metadata)
 
 
-def _adopt(conn: sa.Connection) -> None:
-    """Unversioned tables of release b508944 or earlier -> revision 0001, or SchemaOutdated if they have
-    another shape. Earlier releases lacked some nullable output columns (b508944 added them in place at every
-    start), and 4040965 made the first four outputs NOT NULL: both are brought to 0001 here."""
-    from alembic.operations import Operations
-    from alembic.runtime.migration import MigrationContext
-
+def _adoption(conn: sa.Connection) -> tuple[list[sa.Table], list]:
+    """What bringing unversioned tables of release b508944 or earlier to revision 0001 takes (read-only), or
+    SchemaOutdated if they have a shape no release made. Earlier releases lacked some nullable output columns
+    (b508944 added them in place at every start), and 4040965 made the first four outputs NOT NULL."""
     inspector = sa.inspect(conn)
     wanted = baseline_tables(sa.MetaData())
     problems: list[str] = []
@@ -278,7 +280,15 @@ def _adopt(conn: sa.Connection) -> None:
                 "0001_baseline_b508944.py), or drop them if their content can be recomputed, then rerun"
             ),
         )
+    return missing, work
 
+
+def _adopt(conn: sa.Connection) -> None:
+    """Unversioned tables of release b508944 or earlier -> revision 0001 (see `_adoption`)."""
+    from alembic.operations import Operations
+    from alembic.runtime.migration import MigrationContext
+
+    missing, work = _adoption(conn)
     ops = Operations(MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}))
     changed: list[str] = []
     for table in missing:

@@ -159,9 +159,9 @@ SCHEMA_LOCK_KEY = 7_316_402_911  # any constant: serialises concurrent first-tim
 def create_schema(engine: sa.Engine, *, with_demo_source: bool = False) -> None:
     """Readies the database for a run; safe to call from several processes at once.
 
-    Our tables are versioned (`inference.store.migrate`): created at head in an empty database, recorded as
-    revision 0001 when an earlier release made them, and SchemaOutdated (the run refuses to start) unless they
-    are at head: `python -m inference db upgrade` migrates them. At head, a table of ours dropped by hand is
+    Our tables are versioned (`inference.store.migrate`): created at head in an empty database, else
+    SchemaOutdated (the run refuses to start) unless they are at head: `python -m inference db upgrade` migrates
+    them, and adopts the unversioned tables of an earlier release. At head, a table of ours dropped by hand is
     recreated, the demo source table is created when asked for, and the nullable output columns of head
     modules from outside this repository (INFERENCE_HEAD_MODULES), which no migration knows, are added in place.
     """

@@ -207,6 +207,11 @@ def test_upgrade_from_b508944_with_data_then_down_and_up(empty_url, engine, caps
     assert sorted(before) == sorted(t.name for t in old.OUR_TABLES)
     assert all(before.values()), "a table without rows proves nothing"
 
+    with pytest.raises(SchemaOutdated) as refused:  # the nightly run with this code: refuses, writes nothing
+        schema.create_schema(engine)
+    assert "`python -m inference db upgrade`" in str(refused.value)
+    assert snapshot(engine) == before and not sa.inspect(engine).has_table(migrate.VERSION_TABLE)
+
     assert db(empty_url, "current") == 0
     out = capsys.readouterr().out
     assert "database: none recorded" in out and "python -m inference db upgrade" in out
@@ -234,8 +239,12 @@ def test_upgrade_from_b508944_with_data_then_down_and_up(empty_url, engine, caps
     assert schema_diff(engine) == []
 
 
+def nullable(engine: sa.Engine, table: str) -> dict[str, bool]:
+    return {c["name"]: c["nullable"] for c in sa.inspect(engine).get_columns(table)}
+
+
 @pytest.mark.parametrize("history", [["4040965"], ["4040965", "b508944"]])
-def test_older_release_tables_are_adopted_at_start_then_upgraded(empty_url, engine, history):
+def test_older_release_tables_are_refused_at_start_then_adopted_by_db_upgrade(empty_url, engine, history):
     """4040965 had NOT NULL outputs and lacked three; b508944 then added those in place at its start."""
     first = legacy(history[0])
     first.create_schema(engine)
@@ -246,17 +255,17 @@ def test_older_release_tables_are_adopted_at_start_then_upgraded(empty_url, engi
 
     with pytest.raises(SchemaOutdated) as refused:
         schema.create_schema(engine)  # a run starting with this code
-    assert "revision 0001" in str(refused.value) and f"needs revision {HEAD}" in str(refused.value)
-    assert migrate.current(engine) == "0001"  # recorded for what it is, not upgraded
-
-    nullable = {c["name"]: c["nullable"] for c in sa.inspect(engine).get_columns("ticket_results")}
-    assert all(nullable[c] for c in ("embedding", "embedding_dim", "category", "category_score", "summary"))
-    adopted = snapshot(engine)
-    assert as_before(adopted, before) == before  # every value kept
-    assert adopted["ticket_results"][0]["summary"] is None  # a column 4040965 lacked: NULL
+    assert "no schema revision is recorded" in str(refused.value) and f"needs revision {HEAD}" in str(refused.value)
+    assert "`python -m inference db upgrade`" in str(refused.value)
+    assert migrate.current(engine) is None and snapshot(engine) == before  # a run writes nothing
+    assert nullable(engine, "ticket_results")["embedding"] is False
 
     assert db(empty_url, "upgrade") == 0
     assert migrate.current(engine) == HEAD
+    assert all(nullable(engine, "ticket_results")[c] for c in ("embedding", "embedding_dim", "category", "summary"))
+    upgraded = snapshot(engine)
+    assert as_before(upgraded, before) == before  # every value kept
+    assert upgraded["ticket_results"][0]["summary"] is None  # a column 4040965 lacked: NULL
     assert schema_diff(engine) == []
     schema.create_schema(engine)  # now the run starts
 
