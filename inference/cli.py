@@ -120,6 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     down = db_sub.add_parser("downgrade", help="migrate down to REVISION (to run an older release)")
     down.add_argument("revision", help="target revision, e.g. 0001 (base: drop every table, needs --drop-tables)")
     down.add_argument("--drop-tables", action="store_true", help="allow `base`: drops the tables and their data")
+
+    from inference.batchapi.cli import add_parser as add_batch_file
+
+    add_batch_file(sub, _day)
     return p
 
 
@@ -133,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from_env(db_url=args.db)
         commands = {"seed": _seed, "run": _run, "status": _status, "bench": _bench, "eval": _eval, "db": _db}
+        commands["batch-file"] = _batch_file
         return commands[args.command](settings, args)
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
@@ -143,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, LookupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _batch_file(settings, args) -> int:
+    from inference.batchapi.cli import main as batch_file
+
+    return batch_file(settings, args)
 
 
 def _default_day() -> dt.date:

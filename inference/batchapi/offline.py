@@ -58,11 +58,11 @@ def export_requests(ctx: BatchContext, run_id: str, out_dir: Path) -> list[Path]
     for row in todo:
         path = out_dir / file_name(run_id, row.part)
         path.unlink(missing_ok=True)
-        written = write_part_file(ctx, run_id, row.part, path)
-        if written is None or written[0] == 0:
+        result = write_part_file(ctx, run_id, row.part, path)
+        if result is None or result[0] == 0:
             path.unlink(missing_ok=True)
             continue
-        count, size = written
+        count, size = result
         with writing(ctx.engine) as conn:
             batches.update_part(conn, run_id, row.part, state=PART_EXPORTED, provider_status="exported")
         log.info("run %s: part %d exported (%d requests, %d bytes)", run_id, row.part, count, size)
