@@ -195,7 +195,9 @@ class AirflowService:
         import httpx
 
         if self._client is None:  # one keep-alive client: polling stays cheap on two cores
-            self._client = httpx.Client(base_url=self.base_url, timeout=30)
+            # 120 s: with two sessions' Airflows on two busy cores, the first trigger (the API server
+            # loading the serialized DAG) was seen taking over 30 s.
+            self._client = httpx.Client(base_url=self.base_url, timeout=120)
         headers = dict(kwargs.pop("headers", None) or {})
         if auth:
             headers["Authorization"] = f"Bearer {self.token}"

