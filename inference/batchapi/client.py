@@ -181,6 +181,11 @@ class BatchClient:
                     return BatchInfo.of(batch)
                 if batch.created_at < floor:
                     return None
+        except openai.APIStatusError as exc:
+            if exc.status_code in (404, 405, 501):  # a compatible provider without the list endpoint
+                log.warning("the provider cannot list batches: a create whose answer was lost cannot be found again")
+                return None
+            raise translate(exc, "batch list") from None
         except openai.OpenAIError as exc:
             raise translate(exc, "batch list") from None
         return None

@@ -194,3 +194,11 @@ def test_a_wrong_api_key_is_a_permanent_error_that_does_not_echo_the_key(sqlite_
         submit_run(ctx, bad, RUN)
     assert "HTTP 401" in str(caught.value) and "sk-not-the-key" not in str(caught.value)
     assert server.creates == 0
+
+
+def test_a_provider_without_the_list_endpoint_still_gets_each_part_once(sqlite_engine, server, client):
+    server.faults.no_list = True
+    settings, ctx, _ = setup_run(sqlite_engine, 5, max_requests=2)
+    refs = submit_run(ctx, client, RUN)
+    assert len(refs) == 3 and server.creates == 3
+    assert submit_run(ctx, client, RUN) == refs and server.creates == 3

@@ -66,6 +66,7 @@ class Faults:
     cut_downloads: int = 0  # file downloads that stop half-way (full Content-Length announced)
     lose_create_answers: int = 0  # batch creates that happen, then the connection drops before the answer
     unavailable: int = 0  # requests answered 503 (any endpoint but uploads)
+    no_list: bool = False  # GET /v1/batches is not implemented (some compatible providers)
 
 
 class OpenAIServer:
@@ -371,7 +372,7 @@ def _handler(server: OpenAIServer):
                     self._drop()
                     return
                 self._json(200, batch)
-            elif method == "GET" and parts == ["batches"]:
+            elif method == "GET" and parts == ["batches"] and not server.faults.no_list:
                 self._list(query)
             elif method == "GET" and len(parts) == 2 and parts[0] == "batches":
                 self._json(200, server.poll(parts[1]))
