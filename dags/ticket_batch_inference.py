@@ -1,6 +1,6 @@
 """Nightly batch inference over the support-ticket backlog.
 
-plan -> infer_shard (mapped, pool `gpu`) -> load_results -> has_retries -> retry_failed -> finish_run
+plan_run -> infer_shard (mapped, pool `gpu`) -> load_results -> has_retries -> retry_failed -> finish_run
 
 Each night at 02:00 UTC the run for logical date D processes tickets created or updated in
 [D 02:00, D+1 02:00) UTC. Every ticket ends succeeded, failed (typed) or skipped (with a reason);
@@ -54,32 +54,32 @@ from inference_airflow.params import PARAMS
 )
 def ticket_batch_inference():
     @task
-    def plan(**context) -> list[dict]:
-        return steps.plan(context)
+    def plan_run(**context) -> list[dict]:
+        return steps.plan_run(context)
 
     gpu = {"pool": routing.GPU_POOL, "queue": routing.GPU_QUEUE, "executor_config": routing.gpu_executor_config()}
 
     @task(**gpu)
     def infer_shard(shard: dict, **context) -> dict:
-        return steps.infer(shard, context)
+        return steps.infer_shard(shard, context)
 
     @task(trigger_rule=TriggerRule.ALL_DONE)  # load whatever shards staged, even if one shard failed
     def load_results(**context) -> dict:
-        return steps.load(context)
+        return steps.load_results(context)
 
     @task.branch
     def has_retries(**context) -> list[str]:
-        return steps.choose_branch(context)
+        return steps.has_retries(context)
 
     @task(**gpu)
     def retry_failed(**context) -> dict:
-        return steps.retry(context)
+        return steps.retry_failed(context)
 
     @task(trigger_rule=TriggerRule.ALL_DONE)  # always reconcile, so a broken run fails loudly
     def finish_run(**context) -> dict:
-        return steps.finish(context)
+        return steps.finish_run(context)
 
-    shards = plan()
+    shards = plan_run()
     loaded = load_results()
     shards >> infer_shard.expand(shard=shards) >> loaded
     retry, finish = retry_failed(), finish_run()

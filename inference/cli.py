@@ -8,8 +8,8 @@ import json
 import logging
 import sys
 
-from inference.config import ConfigError, settings_from_env
-from inference.errors import InferenceError, InvalidOptions
+from inference.config import settings_from_env
+from inference.errors import ConfigError, InferenceError, InvalidOptions
 from inference.options import OPTIONS
 from inference.settings_spec import logical_date
 from inference.window import last_complete_window, window_for_date
@@ -176,8 +176,9 @@ def _seed(settings, args) -> int:
 
 
 def _run(settings, args) -> int:
+    from inference.errors import RunFailed
     from inference.options import parse_options
-    from inference.pipeline import RunFailed, run_window
+    from inference.pipeline import run_window
 
     day = args.date or _default_day()
     run_id = args.run_id or f"cli__{day.isoformat()}__{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S%f}"

@@ -174,7 +174,16 @@ class Settings:
         choices=QUANTIZE,
     )
     heads: tuple[str, ...] = env(
-        "INFERENCE_HEADS", HEADS, "outputs a run computes and stores; part of the model version", choices=HEADS
+        "INFERENCE_HEADS",
+        HEADS,
+        "outputs a run computes and stores (inference/heads/, plus INFERENCE_HEAD_MODULES); part of the model version",
+        kind=tuple,
+    )
+    head_modules: tuple[str, ...] = env(
+        "INFERENCE_HEAD_MODULES",
+        (),
+        "import paths of head modules kept outside inference/heads/ (read once at start: they add table columns)",
+        kind=tuple,
     )
     summary: str = env(
         "INFERENCE_SUMMARY",
@@ -215,6 +224,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        object.__setattr__(self, "heads", parse_heads(self.heads))
         if self.summary == "abstractive" and "summary" in self.heads and not self.summary_model:
             raise ConfigError("INFERENCE_SUMMARY=abstractive needs INFERENCE_SUMMARY_MODEL (a local model directory)")
         if not self.db_url or "://" not in self.db_url:
@@ -230,8 +240,16 @@ class Settings:
 
 
 def parse_heads(value: object) -> tuple[str, ...]:
-    """A comma-separated string or a sequence of head names; order-independent, duplicates dropped."""
-    return dict(env_fields(Settings))["heads"].check(value)
+    """A comma-separated string or a sequence of head names, each a known head (inference.heads);
+    order-independent (the registry's order), duplicates dropped."""
+    from inference.heads import names
+
+    known = names()
+    items = value.split(",") if isinstance(value, str) else value if isinstance(value, (list, tuple)) else None
+    wanted = {str(x).strip().lower() for x in items or () if str(x).strip()}
+    if items is None or not wanted or wanted - set(known):
+        raise ConfigError(f"INFERENCE_HEADS must list one or more of {', '.join(known)}, got {value!r}")
+    return tuple(name for name in known if name in wanted)
 
 
 def source_from_env(env: Mapping[str, str]) -> SourceColumns:

@@ -10,9 +10,8 @@ import numpy as np
 
 from inference.config import Settings
 from inference.engine.encoder import Encoder
-from inference.engine.model import load_model
 from inference.examples import DEV_SET, EVAL_SET, load_examples
-from inference.pipeline.compute import category_head
+from inference.heads.category import classifier_for
 from inference.taxonomy import load_taxonomy
 
 SETS = {"eval": EVAL_SET, "dev": DEV_SET}
@@ -21,11 +20,8 @@ SETS = {"eval": EVAL_SET, "dev": DEV_SET}
 def evaluate(settings: Settings, which: str = "eval") -> dict:
     labels = list(load_taxonomy(settings))
     examples = load_examples(SETS.get(which, which), set(labels))
-    loaded = load_model(
-        settings.model_dir, settings.device, settings.max_seq_length, settings.dtype, threads=settings.threads
-    )
-    encoder = Encoder(loaded, settings.max_batch_tokens, settings.max_batch_size)
-    head = category_head(settings, encoder)
+    encoder = Encoder.from_settings(settings)
+    head = classifier_for(settings, encoder)
     out = encoder.encode([e.text for e in examples])
     got = head(out.embeddings)
     truth = np.array([labels.index(e.label) for e in examples])

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from inference.config import Settings
 from inference.errors import ModelUnavailable
-from inference.taxonomy import load_taxonomy, taxonomy_fingerprint
 
 BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 SAMPLE = 1 << 20  # bytes read from each end of a weights file
@@ -63,13 +62,9 @@ def weights_fingerprint(model_dir: str) -> str:
     return digest.hexdigest()
 
 
-def _file_digest(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).is_file() else "missing"
-
-
 def heads_fingerprint(settings: Settings) -> str:
     """Everything that changes what is stored, except the weights: a change reprocesses the backlog."""
-    from inference.examples import BUNDLED_EXAMPLES
+    from inference import heads
 
     config: dict = {
         "heads": list(settings.heads),
@@ -77,17 +72,8 @@ def heads_fingerprint(settings: Settings) -> str:
         "pooling": "mean",
         "quantize": settings.quantize,  # int8 changes outputs measurably; float32/bf16 do not (see BENCHMARKS.md)
     }
-    if "category" in settings.heads:
-        spec = settings.fewshot_file
-        files = [str(p) for p in BUNDLED_EXAMPLES] if not spec else [p.strip() for p in spec.split(",") if p.strip()]
-        config["taxonomy"] = taxonomy_fingerprint(load_taxonomy(settings))
-        config["fewshot"] = "none" if spec == "none" else [_file_digest(p) for p in files]
-        config["uncertain_below"] = settings.uncertain_below
-    if "summary" in settings.heads:
-        config["summary"] = settings.summary
-        if settings.summary == "abstractive":
-            config["summary_model"] = weights_fingerprint(settings.summary_model)
-            config["summary_max_tokens"] = settings.summary_max_tokens
+    for head in heads.configured(settings):
+        config.update(head.fingerprint(settings))
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
 
 

@@ -110,11 +110,9 @@ def db_engine(request):
 def model():
     """The real bundled MiniLM, loaded once per session."""
     from inference.config import Settings
-    from inference.modelinfo import model_version
-    from inference.pipeline import compute
+    from inference.predictor import load_predictor
 
-    settings = Settings(device="cpu")
-    return compute.load(settings, model_version(settings))
+    return load_predictor(Settings(device="cpu"))
 
 
 @pytest.fixture(scope="session")

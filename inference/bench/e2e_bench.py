@@ -7,8 +7,8 @@ import time
 import sqlalchemy as sa
 
 from inference.config import Settings
-from inference.pipeline import compute, run_window
-from inference.pipeline.compute import Model
+from inference.pipeline import run_window
+from inference.predictor import Predictor
 from inference.seed import seed_backlog
 from inference.store.db import make_engine
 from inference.store.source import Source
@@ -16,7 +16,7 @@ from inference.textprep import max_chars_for, model_input
 from inference.window import Window
 
 
-def engine_only(model: Model, engine: sa.Engine, settings: Settings, window: Window) -> dict:
+def engine_only(model: Predictor, engine: sa.Engine, settings: Settings, window: Window) -> dict:
     """The same tickets' model inputs, encoded chunk by chunk with nothing else going on."""
     with engine.connect() as conn:
         tickets = list(Source(engine, settings.source).in_window(conn, window))
@@ -35,9 +35,9 @@ def engine_only(model: Model, engine: sa.Engine, settings: Settings, window: Win
     }
 
 
-def pipeline(model: Model, settings: Settings, window: Window, run_id: str) -> dict:
+def pipeline(model: Predictor, settings: Settings, window: Window, run_id: str) -> dict:
     started = time.perf_counter()
-    summary = run_window(settings, run_id, window, model=model)
+    summary = run_window(settings, run_id, window, predictor=model)
     seconds = time.perf_counter() - started
     return {
         "backlog": summary["backlog"],
@@ -48,7 +48,7 @@ def pipeline(model: Model, settings: Settings, window: Window, run_id: str) -> d
     }
 
 
-def e2e(db_url: str, n: int, settings: Settings, model: Model, window: Window) -> dict:
+def e2e(db_url: str, n: int, settings: Settings, model: Predictor, window: Window) -> dict:
     engine = make_engine(db_url)
     try:
         seed_backlog(engine, n, [window], seed=7)
@@ -60,7 +60,7 @@ def e2e(db_url: str, n: int, settings: Settings, model: Model, window: Window) -
     return {"engine_only": alone, "pipeline": whole, "fraction": round(whole["texts_per_s"] / alone["texts_per_s"], 3)}
 
 
-def load_model(settings: Settings) -> Model:
-    from inference.modelinfo import model_version
+def load_model(settings: Settings) -> Predictor:
+    from inference.predictor import load_predictor
 
-    return compute.load(settings, model_version(settings))
+    return load_predictor(settings)

@@ -30,7 +30,7 @@ def child() -> None:
     args = p.parse_args()
     totals = infer_shard(settings_from_env(db_url=args.db), args.run_id, args.shard)
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"staged": totals["staged"], "peak_rss_mib": round(peak_kib / 1024, 1)}))
+    print(json.dumps({"staged": totals.staged, "peak_rss_mib": round(peak_kib / 1024, 1)}))
 
 
 def peak_rss(db_url: str, tickets: int, window: Window, settings: Settings, env: dict) -> dict:

@@ -1,55 +1,26 @@
-"""One encoder pass over many texts: tokenize once, sort, batch under a token budget, pool.
+"""The torch encoder: tokenize with the model's fast tokenizer, run padded batches, mean-pool.
 
-Item failures never fail the call: a batch that runs out of memory or raises is split in halves
-until the single bad item is isolated; its row comes back as NaN with a typed error, the rest
-succeed. Errors that mean the device itself is broken are re-raised, so the task process exits
-and Airflow retries it in a fresh process.
+The batching loop, failure isolation and output type live in `inference.engine.base`.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from inference.engine.batching import Batch, plan_batches
-from inference.engine.model import LoadedModel
-from inference.errors import DeviceBroken
-from inference.records import FailureKind
+from inference.engine.base import BatchEncoder, EncodeOutput, ForwardOutput, Spans
+from inference.engine.model import LoadedModel, load_model
+
+__all__ = ["DEFAULT_BATCH_TOKENS", "EncodeOutput", "Encoder", "ForwardOutput"]
 
 DEFAULT_BATCH_TOKENS = {"cpu": 1024, "cuda": 65536}  # CPU: measured, BENCHMARKS.md (token budget sweep)
 _FATAL_DEVICE_MARKERS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "illegal memory access", "NCCL")
 
 
-@dataclass
-class EncodeOutput:
-    embeddings: np.ndarray  # float32 [n, dim]; rows of failed items are NaN
-    tokens: list[int]
-    truncated: list[bool]
-    errors: dict[int, FailureKind] = field(default_factory=dict)  # input position -> failure kind
-    spans: dict[int, np.ndarray] = field(default_factory=dict)  # position -> [n_spans, dim], when asked for
-    real_tokens: int = 0
-    padded_tokens: int = 0
-    seconds: float = 0.0
-
-
-def _is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
-        return True
-    text = str(exc)
-    return "out of memory" in text or "can't allocate memory" in text
-
-
-def _is_fatal(exc: BaseException) -> bool:
-    text = str(exc)
-    return any(marker in text for marker in _FATAL_DEVICE_MARKERS) and not _is_oom(exc)
-
-
-class Encoder:
+class Encoder(BatchEncoder):
     """Loads nothing itself: give it a LoadedModel once, then call encode() per chunk."""
 
     def __init__(
@@ -58,12 +29,47 @@ class Encoder:
         max_batch_tokens: int | None = None,
         max_batch_size: int = 256,
         pad_multiple: int | None = None,
+        reload=None,
     ):
-        self.loaded = loaded
+        """`reload(dtype)` loads the same weights in another dtype (for `for_isolation`)."""
         kind = loaded.device.type
-        self.max_batch_tokens = max_batch_tokens or DEFAULT_BATCH_TOKENS.get(kind, 1024)
-        self.max_batch_size = max_batch_size
-        self.pad_multiple = pad_multiple or (8 if kind == "cuda" else 1)
+        super().__init__(
+            max_batch_tokens or DEFAULT_BATCH_TOKENS.get(kind, 1024),
+            max_batch_size,
+            pad_multiple or (8 if kind == "cuda" else 1),
+        )
+        self.loaded = loaded
+        self.dim = loaded.dim
+        self.max_length = loaded.max_length
+        self.device_type = kind
+        self.dtype_name = str(loaded.dtype).removeprefix("torch.")
+        self._reload = reload
+
+    @classmethod
+    def from_settings(cls, settings, dtype: str | None = None) -> Encoder:
+        def reload(new_dtype: str) -> LoadedModel:
+            return load_model(
+                settings.model_dir,
+                settings.device,
+                settings.max_seq_length,
+                new_dtype,
+                threads=settings.threads,
+                quantize=settings.quantize,
+                compile=settings.compile,
+            )
+
+        return cls(reload(dtype or settings.dtype), settings.max_batch_tokens, settings.max_batch_size, reload=reload)
+
+    def with_budget(self, max_batch_tokens: int) -> Encoder:
+        return Encoder(self.loaded, max_batch_tokens, self.max_batch_size, self.pad_multiple, self._reload)
+
+    def for_isolation(self) -> Encoder:
+        loaded = self.loaded
+        if loaded.dtype != torch.float32:
+            if self._reload is None:
+                raise RuntimeError("this encoder cannot reload its weights in float32")
+            loaded = self._reload("float32")
+        return Encoder(loaded, self.max_batch_tokens, 1, self.pad_multiple, self._reload)
 
     def calibrate(self, start: int = 1 << 18) -> int:
         """CUDA warm-up: the largest token budget (halving from `start`) whose worst-case batch
@@ -76,86 +82,38 @@ class Encoder:
                 self.forward([[self.loaded.pad_id + 1] * length] * rows, length)
                 break
             except Exception as exc:  # noqa: BLE001 - only out-of-memory lowers the budget
-                if not _is_oom(exc):
+                if not self.is_oom(exc):
                     raise
                 torch.cuda.empty_cache()
                 budget //= 2
         self.max_batch_tokens = budget
         return budget
 
-    @property
-    def dim(self) -> int:
-        return self.loaded.dim
+    def is_oom(self, exc: BaseException) -> bool:
+        return isinstance(exc, torch.OutOfMemoryError) or super().is_oom(exc)
+
+    def is_fatal(self, exc: BaseException) -> bool:
+        text = str(exc)
+        return any(marker in text for marker in _FATAL_DEVICE_MARKERS) and not self.is_oom(exc)
+
+    def after_oom(self) -> None:
+        if self.device_type == "cuda":
+            torch.cuda.empty_cache()
 
     def tokenize(self, texts: Sequence[str]) -> tuple[list[list[int]], list[bool]]:
         encodings = self.loaded.tokenizer.encode_batch(list(texts))
         return [e.ids for e in encodings], [bool(e.overflowing) for e in encodings]
 
-    def encode(self, texts: Sequence[str]) -> EncodeOutput:
-        ids, truncated = self.tokenize(texts)
-        return self.encode_ids(ids, truncated)
-
     def tokenize_with_offsets(self, texts: Sequence[str]) -> tuple[list[list[int]], list[bool], list[list]]:
-        """Token ids, truncation flags and each token's (start, end) characters in its text."""
         encodings = self.loaded.tokenizer.encode_batch(list(texts))
         return [e.ids for e in encodings], [bool(e.overflowing) for e in encodings], [e.offsets for e in encodings]
 
-    def encode_ids(
-        self,
-        ids: Sequence[Sequence[int]],
-        truncated: Sequence[bool] | None = None,
-        spans: Sequence[Sequence[tuple[int, int]]] | None = None,
-    ) -> EncodeOutput:
-        """`spans`: per item, token ranges [start, end) to pool too (sentences, for the summary head),
-        from the same forward pass as the item's embedding."""
-        lengths = [len(x) for x in ids]
-        out = EncodeOutput(
-            embeddings=np.full((len(ids), self.dim), np.nan, dtype=np.float32),
-            tokens=lengths,
-            truncated=list(truncated) if truncated is not None else [False] * len(ids),
-        )
-        started = time.perf_counter()
-        for batch in plan_batches(lengths, self.max_batch_tokens, self.max_batch_size, self.pad_multiple):
-            self._run(batch, ids, out, spans)
-        out.seconds = time.perf_counter() - started
-        out.real_tokens = sum(lengths)
-        return out
-
-    def _run(self, batch: Batch, ids: Sequence[Sequence[int]], out: EncodeOutput, spans=None) -> None:
-        try:
-            batch_ids = [ids[i] for i in batch.indices]
-            if spans is None:
-                emb, span_emb = self.forward(batch_ids, batch.padded_length), None
-            else:
-                emb, span_emb = self.forward(batch_ids, batch.padded_length, spans=[spans[i] for i in batch.indices])
-        except Exception as exc:  # noqa: BLE001 - every failure is typed below; the device kind re-raises
-            if _is_fatal(exc):
-                raise DeviceBroken(f"device failure ({type(exc).__name__}); the task must restart") from None
-            if _is_oom(exc) and self.loaded.device.type == "cuda":
-                torch.cuda.empty_cache()
-            if len(batch.indices) == 1:
-                out.errors[batch.indices[0]] = FailureKind.OOM if _is_oom(exc) else FailureKind.MODEL_ERROR
-                return
-            half = len(batch.indices) // 2
-            for part in (batch.indices[:half], batch.indices[half:]):
-                width = max(len(ids[i]) for i in part)
-                self._run(Batch(part, -(-width // self.pad_multiple) * self.pad_multiple), ids, out, spans)
-            return
-        out.padded_tokens += batch.padded_tokens
-        finite = np.isfinite(emb).all(axis=1)
-        for row, i in enumerate(batch.indices):
-            if not finite[row] or (span_emb is not None and not np.isfinite(span_emb[row]).all()):
-                out.errors[i] = FailureKind.NAN_OUTPUT
-                continue
-            out.embeddings[i] = emb[row]
-            if span_emb is not None:
-                out.spans[i] = span_emb[row]
-
-    def forward(self, batch_ids: Sequence[Sequence[int]], width: int, spans=None):
+    def forward(
+        self, batch_ids: Sequence[Sequence[int]], width: int, spans: Sequence[Spans] | None = None
+    ) -> ForwardOutput:
         """Pads to `width`, runs the model, mean-pools over real tokens, L2-normalises (float32, CPU).
 
-        With `spans` (per row, token ranges), also returns per row the L2-normalised mean of each
-        range's hidden states: (embeddings, [array [n_spans, dim] per row]).
+        With `spans` (per row, token ranges), also the L2-normalised mean of each range's hidden states.
         """
         lm = self.loaded
         input_ids = np.full((len(batch_ids), width), lm.pad_id, dtype=np.int64)
@@ -172,9 +130,7 @@ class Encoder:
             weights = mask_t.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
             pooled = F.normalize(pooled.float(), p=2, dim=1).cpu().numpy()
-            if spans is None:
-                return pooled
-            return pooled, _pool_spans(hidden, spans)
+            return ForwardOutput(pooled, None if spans is None else _pool_spans(hidden, spans))
 
 
 def _pool_spans(hidden: torch.Tensor, spans) -> list[np.ndarray]:

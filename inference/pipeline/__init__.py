@@ -1,4 +1,5 @@
-"""The steps the DAG and the CLI call: plan_run, infer_shard, load_results, retry_failed, finish_run.
+"""The steps the DAG and the CLI call: plan_run, infer_shard, load_results, has_retries, retry_failed,
+finish_run (the DAG's task IDs are the same names).
 
 Exports are lazy: plan, load and finish run on CPU workers and must not pay for importing torch.
 """
@@ -8,16 +9,14 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "RunFailed": "inference.pipeline.finish_step",
     "finish_run": "inference.pipeline.finish_step",
-    "ModelChanged": "inference.pipeline.infer_step",
     "infer_shard": "inference.pipeline.infer_step",
     "retry_failed": "inference.pipeline.infer_step",
     "load_results": "inference.pipeline.load_step",
+    "has_retries": "inference.pipeline.load_step",
     "plan_run": "inference.pipeline.plan_step",
     "RunOptions": "inference.options",
     "Runtime": "inference.pipeline.runtime",
-    "pending_retries": "inference.pipeline.load_step",
     "run_window": "inference.pipeline.whole_run",
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from inference.config import Settings
 from inference.errors import RunFailed
 from inference.pipeline.runtime import Runtime, log
-from inference.store import runs
+from inference.store import items, runs
 from inference.store.db import utcnow, writing
 from inference.store.schema import ITEM_FAILED, ITEM_PLANNED, ITEM_SKIPPED, ITEM_STAGED, ITEM_SUCCEEDED
 
@@ -19,8 +19,8 @@ def finish_run(settings: Settings, run_id: str) -> dict:
             if run.status == "dry_run":
                 runs.update_run(conn, run_id, finished_at=utcnow())
                 return _dry_summary(run)
-            counts = runs.item_counts(conn, run_id)
-            reasons = runs.skip_reasons(conn, run_id)
+            counts = items.item_counts(conn, run_id)
+            reasons = items.skip_reasons(conn, run_id)
             missing_results = runs.succeeded_without_result(conn, run_id)
             backlog = sum(counts.values())
             succeeded, failed, skipped = (counts.get(k, 0) for k in (ITEM_SUCCEEDED, ITEM_FAILED, ITEM_SKIPPED))

@@ -8,8 +8,8 @@ from inference.config import Settings
 from inference.options import RunOptions
 from inference.pipeline.runtime import Runtime, log
 from inference.plan import Candidate, needs_work, shard_count, split_shards
-from inference.records import SkipReason, SourceTicket
-from inference.store import runs
+from inference.records import ShardSpec, SkipReason, SourceTicket
+from inference.store import failures, items, runs
 from inference.store.db import writing
 from inference.store.results import current_versions, retract_results
 from inference.store.schema import ITEM_PLANNED, ITEM_SKIPPED
@@ -19,7 +19,7 @@ from inference.window import Window
 PAGE = 1000
 
 
-def plan_run(settings: Settings, run_id: str, window: Window, options: RunOptions | None = None) -> list[dict]:
+def plan_run(settings: Settings, run_id: str, window: Window, options: RunOptions | None = None) -> list[ShardSpec]:
     """Repeatable: planning the same run again replaces its previous plan (nothing was inferred yet).
 
     `window` is the run's own (the DAG run's data interval); options may override it, or name tickets.
@@ -39,7 +39,7 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
         shards = split_shards([(c.ticket_id, c.est_tokens) for c in work], n_shards)
         shard_of = {tid: k for k, ids in enumerate(shards) for tid in ids}
         tokens = {c.ticket_id: c.est_tokens for c in work}
-        items = [
+        planned = [
             dict(
                 run_id=run_id,
                 ticket_id=c.ticket_id,
@@ -55,28 +55,25 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
         with writing(rt.engine) as conn:
             runs.start_run(conn, run_id, window, version, options.as_dict())
             if not options.dry_run:
-                runs.add_items(conn, items)
+                items.add_items(conn, planned)
                 # A ticket emptied since its result: that result describes text that no longer exists.
                 retract_results(conn, [c.ticket_id for c in candidates if c.empty and c.has_result])
             status = "dry_run" if options.dry_run else "running"
-            runs.update_run(conn, run_id, backlog=len(items), shards=len(shards), status=status)
+            runs.update_run(conn, run_id, backlog=len(planned), shards=len(shards), status=status)
         log.info(
             "planned %srun %s window %s: %d tickets (%d to infer, %d empty) in %d shards, model %s",
             "dry " if options.dry_run else "",
             run_id,
             window,
-            len(items),
+            len(planned),
             len(work),
-            len(items) - len(work),
+            len(planned) - len(work),
             len(shards),
             version,
         )
         if options.dry_run:
             return []
-        return [
-            {"run_id": run_id, "shard": k, "tickets": len(ids), "est_tokens": sum(tokens[t] for t in ids)}
-            for k, ids in enumerate(shards)
-        ]
+        return [ShardSpec(run_id, k, len(ids), sum(tokens[t] for t in ids)) for k, ids in enumerate(shards)]
 
 
 def _source_rows(rt: Runtime, read, window: Window, options: RunOptions) -> Iterator[SourceTicket]:
@@ -96,7 +93,7 @@ def _candidates(rt: Runtime, window: Window, version: str, options: RunOptions) 
     max_len = rt.settings.max_seq_length
     force = options.reprocess or options.ticket_ids is not None
     with rt.engine.connect() as read, rt.engine.connect() as lookup:
-        dead = runs.dead_letters(lookup, version)
+        dead = failures.dead_letters(lookup, version)
         page: list[SourceTicket] = []
         for ticket in _source_rows(rt, read, window, options):
             page.append(ticket)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -100,3 +101,15 @@ def check_connection(engine: sa.Engine) -> None:
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(UTC)
+
+
+IN_PAGE = 1000  # IN-list size per statement: well under every driver's parameter limit
+
+
+def in_pages(ids: Iterable, size: int = IN_PAGE) -> Iterator[list]:
+    """Sorted, de-duplicated pages of IDs for `col.in_(bindparam("ids", expanding=True))` statements.
+
+    Sorted so that every writer locks rows in the same order (no deadlocks between concurrent steps)."""
+    ordered = sorted(set(ids))
+    for k in range(0, len(ordered), size):
+        yield ordered[k : k + size]

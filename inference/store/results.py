@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 
 from inference.store.bulk import copy_into_temp
-from inference.store.db import insert_for
+from inference.store.db import in_pages, insert_for
 from inference.store.schema import ticket_results
 
 # Every column but the key and the first-written time: a newer result replaces all of the old one.
@@ -64,21 +64,17 @@ def upsert_results(conn: sa.Connection, rows: Iterable[dict]) -> set[str]:
 def current_versions(conn: sa.Connection, ticket_ids: list[str]) -> dict[str, tuple[str, str]]:
     """ticket_id -> (content_hash, model_version) of the stored result."""
     c = ticket_results.c
+    stmt = sa.select(c.ticket_id, c.content_hash, c.model_version).where(
+        c.ticket_id.in_(sa.bindparam("ids", expanding=True))
+    )
     out: dict[str, tuple[str, str]] = {}
-    for i in range(0, len(ticket_ids), 1000):
-        stmt = sa.select(c.ticket_id, c.content_hash, c.model_version).where(
-            c.ticket_id.in_(sa.bindparam("ids", ticket_ids[i : i + 1000], expanding=True))
-        )
-        out.update({r.ticket_id: (r.content_hash, r.model_version) for r in conn.execute(stmt)})
+    for page in in_pages(ticket_ids):
+        out.update({r.ticket_id: (r.content_hash, r.model_version) for r in conn.execute(stmt, {"ids": page})})
     return out
 
 
 def retract_results(conn: sa.Connection, ticket_ids: list[str]) -> None:
     """Deletes results whose ticket no longer has anything to embed (emptied since)."""
-    c = ticket_results.c
-    for i in range(0, len(ticket_ids), 1000):
-        conn.execute(
-            sa.delete(ticket_results).where(
-                c.ticket_id.in_(sa.bindparam("ids", ticket_ids[i : i + 1000], expanding=True))
-            )
-        )
+    stmt = sa.delete(ticket_results).where(ticket_results.c.ticket_id.in_(sa.bindparam("ids", expanding=True)))
+    for page in in_pages(ticket_ids):
+        conn.execute(stmt, {"ids": page})

@@ -10,6 +10,7 @@ import logging
 
 import sqlalchemy as sa
 
+from inference import heads
 from inference.errors import SchemaOutdated
 from inference.store.db import UTCDateTime, writing
 
@@ -33,20 +34,11 @@ tickets = sa.Table(
     sa.Index("ix_tickets_updated_at", "updated_at"),
 )
 
-# Outputs are nullable: which heads a run computes is configuration (INFERENCE_HEADS).
-OUTPUT_COLUMNS = (
-    ("embedding", sa.LargeBinary),
-    ("embedding_dim", sa.Integer),
-    ("category", sa.String(64)),
-    ("category_score", sa.Float),
-    ("category_confidence", sa.Float),
-    ("category_uncertain", sa.Boolean),
-    ("summary", sa.Text),
-)
 
-
+# Outputs are nullable and declared by the head modules (inference/heads/): which heads a run computes
+# is configuration (INFERENCE_HEADS). A staged result carries the same output columns as a result.
 def _outputs() -> list[sa.Column]:
-    return [sa.Column(name, type_, nullable=True) for name, type_ in OUTPUT_COLUMNS]
+    return [sa.Column(c.name, c.type, nullable=True) for c in heads.output_columns()]
 
 
 ticket_results = sa.Table(
@@ -144,7 +136,7 @@ inference_staging = sa.Table(
     sa.Column("content_hash", sa.String(64), nullable=False),
     sa.Column("source_updated_at", UTCDateTime, nullable=False),
     sa.Column("model_version", sa.String(128), nullable=False),
-    *[c for c in _outputs() if c.name != "embedding_dim"],
+    *_outputs(),
     sa.Column("truncated", sa.Boolean, nullable=False),
     sa.Column("input_tokens", sa.Integer, nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),

@@ -10,10 +10,8 @@ import sqlalchemy as sa
 from inference.config import SourceColumns
 from inference.errors import ConfigError
 from inference.records import SourceTicket
-from inference.store.db import UTCDateTime
+from inference.store.db import UTCDateTime, in_pages
 from inference.window import Window
-
-PAGE = 1000  # IN-list size per query: well under every driver's parameter limit
 
 
 class Source:
@@ -76,24 +74,20 @@ class Source:
 
     def by_ids(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> dict[str, SourceTicket]:
         """Current rows for these IDs; IDs that no longer exist are absent from the answer."""
-        ids = list(ticket_ids)
+        stmt = self._select().where(self._id.in_(sa.bindparam("ids", expanding=True)))
         out: dict[str, SourceTicket] = {}
-        for i in range(0, len(ids), PAGE):
-            page = [self._key(t) for t in ids[i : i + PAGE]]
-            stmt = self._select().where(self._id.in_(sa.bindparam("ids", page, expanding=True)))
-            for row in conn.execute(stmt):
+        for page in in_pages(ticket_ids):
+            for row in conn.execute(stmt, {"ids": [self._key(t) for t in page]}):
                 ticket = self._row(row)
                 out[ticket.ticket_id] = ticket
         return out
 
     def versions(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> dict[str, dt.datetime]:
         """Current version timestamps only (no text): is what we computed still the latest?"""
-        ids = list(ticket_ids)
+        stmt = sa.select(self._id, self._version).where(self._id.in_(sa.bindparam("ids", expanding=True)))
         out: dict[str, dt.datetime] = {}
-        for i in range(0, len(ids), PAGE):
-            page = [self._key(t) for t in ids[i : i + PAGE]]
-            stmt = sa.select(self._id, self._version).where(self._id.in_(sa.bindparam("ids", page, expanding=True)))
-            out.update({str(row[0]): row[1] for row in conn.execute(stmt)})
+        for page in in_pages(ticket_ids):
+            out.update({str(row[0]): row[1] for row in conn.execute(stmt, {"ids": [self._key(t) for t in page]})})
         return out
 
     def _key(self, ticket_id: str):

@@ -83,49 +83,49 @@ def options(context: dict[str, Any]):
 
 
 @_no_retry_for_permanent
-def plan(context: dict[str, Any]) -> list[dict]:
+def plan_run(context: dict[str, Any]) -> list[dict]:
     from inference.pipeline import plan_run
 
-    run_options = options(context)
-    return plan_run(settings(), context["run_id"], window(context), run_options)
+    shards = plan_run(settings(), context["run_id"], window(context), options(context))
+    return [shard.as_dict() for shard in shards]
 
 
 @_no_retry_for_permanent
 @_skip_if_not_planned
-def infer(shard: dict, context: dict[str, Any]) -> dict:
+def infer_shard(shard: dict, context: dict[str, Any]) -> dict:
     from inference.pipeline import infer_shard
+    from inference.records import ShardSpec
 
-    if shard.get("run_id") != context["run_id"] or not isinstance(shard.get("shard"), int):
-        raise ValueError(f"shard descriptor does not belong to run {context['run_id']}: {shard!r}")
-    return infer_shard(settings(), context["run_id"], shard["shard"])
+    spec = ShardSpec.from_dict(shard, context["run_id"])
+    return infer_shard(settings(), spec.run_id, spec.shard).as_dict()
 
 
 @_no_retry_for_permanent
 @_skip_if_not_planned
-def load(context: dict[str, Any]) -> dict:
+def load_results(context: dict[str, Any]) -> dict:
     from inference.pipeline import load_results
 
-    return load_results(settings(), context["run_id"])
+    return load_results(settings(), context["run_id"]).as_dict()
 
 
 @_no_retry_for_permanent
 @_skip_if_not_planned
-def choose_branch(context: dict[str, Any]) -> list[str]:
-    from inference.pipeline import pending_retries
+def has_retries(context: dict[str, Any]) -> list[str]:
+    from inference.pipeline import has_retries
 
-    return [RETRY_TASK, FINISH_TASK] if pending_retries(settings(), context["run_id"]) else [FINISH_TASK]
+    return [RETRY_TASK, FINISH_TASK] if has_retries(settings(), context["run_id"]) else [FINISH_TASK]
 
 
 @_no_retry_for_permanent
 @_skip_if_not_planned
-def retry(context: dict[str, Any]) -> dict:
+def retry_failed(context: dict[str, Any]) -> dict:
     from inference.pipeline import retry_failed
 
-    return retry_failed(settings(), context["run_id"])
+    return retry_failed(settings(), context["run_id"]).as_dict()
 
 
 @_no_retry_for_permanent
-def finish(context: dict[str, Any]) -> dict:
+def finish_run(context: dict[str, Any]) -> dict:
     from inference.pipeline import finish_run
 
     return finish_run(settings(), context["run_id"])

@@ -85,11 +85,11 @@ def test_schedule_is_the_previous_day_at_0200_utc(dag):
 
 def test_task_graph_and_routing(dag):
     tasks = {t.task_id: t for t in dag.tasks}
-    assert set(tasks) == {"plan", "infer_shard", "load_results", "has_retries", "retry_failed", "finish_run"}
+    assert set(tasks) == {"plan_run", "infer_shard", "load_results", "has_retries", "retry_failed", "finish_run"}
     assert tasks["infer_shard"].pool == tasks["retry_failed"].pool == "gpu"
     assert tasks["infer_shard"].queue == tasks["retry_failed"].queue == "gpu"
     assert {t.queue for t in dag.tasks if t.task_id not in ("infer_shard", "retry_failed")} == {"default"}
-    assert tasks["plan"].downstream_task_ids == {"infer_shard"}
+    assert tasks["plan_run"].downstream_task_ids == {"infer_shard"}
     assert tasks["infer_shard"].downstream_task_ids == {"load_results"}
     assert tasks["load_results"].downstream_task_ids == {"has_retries"}
     assert tasks["has_retries"].downstream_task_ids == {"retry_failed", "finish_run"}

@@ -12,10 +12,10 @@ import pytest
 import sqlalchemy as sa
 
 from inference.engine.encoder import Encoder
+from inference.heads.embedding import embedding_from_bytes
 from inference.options import RunOptions
 from inference.pipeline import finish_run, infer_shard, load_results, plan_run, run_window
 from inference.store.schema import tickets
-from inference.validate import embedding_from_bytes
 from inference.window import window_for_date
 
 DAY = dt.date(2026, 11, 30)
@@ -42,22 +42,22 @@ def test_two_copies_of_one_shard_at_once_end_as_one(pg_settings, add_tickets, mo
     settings = pg_settings(chunk_size=10)
     ids = add_tickets(n)
     plan_run(settings, "single", WINDOW)
-    infer_shard(settings, "single", 0, model=model)
+    infer_shard(settings, "single", 0, predictor=model)
     load_results(settings, "single")
     finish_run(settings, "single")
     reference = view.results()
     view.forget_results()
 
-    assert [s["tickets"] for s in plan_run(settings, "double", WINDOW)] == [n]
+    assert [s.tickets for s in plan_run(settings, "double", WINDOW)] == [n]
     first, second = together(
-        lambda: infer_shard(settings, "double", 0, model=model),
-        lambda: infer_shard(settings, "double", 0, model=model),
+        lambda: infer_shard(settings, "double", 0, predictor=model),
+        lambda: infer_shard(settings, "double", 0, predictor=model),
     )
 
     items = view.items("double")
     assert {status for status, _, _ in items.values()} == {"staged"}
     assert max(attempts for _, _, attempts in items.values()) == 2, "the copies really overlapped"
-    assert first["staged"] + second["staged"] >= n and first["failed"] == second["failed"] == 0
+    assert first.staged + second.staged >= n and first.failed == second.failed == 0
     assert sorted(view.staging("double")) == sorted(ids)  # keyed by (run, ticket): no duplicate outputs
     load_results(settings, "double")
     summary = finish_run(settings, "double")
@@ -82,14 +82,14 @@ def test_a_backfill_overlapping_the_nightly_run_at_the_same_time(
         day_ids = {str(x) for x in conn.scalars(sa.select(t.ticket_id).where(in_day))}
     assert 0 < len(day_ids) < n
 
-    alone = run_window(settings, "backfill-alone", WINDOW, backfill, model=model)
+    alone = run_window(settings, "backfill-alone", WINDOW, backfill, predictor=model)
     assert (alone["status"], alone["succeeded"]) == ("succeeded", n)
     reference = view.results()
     view.forget_results()
 
     nightly, backfilled = together(
-        lambda: run_window(settings, "nightly", WINDOW, model=model),
-        lambda: run_window(settings, "backfill", WINDOW, backfill, model=model),
+        lambda: run_window(settings, "nightly", WINDOW, predictor=model),
+        lambda: run_window(settings, "backfill", WINDOW, backfill, predictor=model),
     )
 
     assert nightly["status"] == backfilled["status"] == "succeeded"
@@ -124,7 +124,7 @@ def test_a_late_copy_of_the_shard_cannot_undo_a_finished_load(pg_settings, add_t
 
     def late_copy() -> None:
         try:
-            late["totals"] = infer_shard(settings, "run-late", 0, model=model)
+            late["totals"] = infer_shard(settings, "run-late", 0, predictor=model)
         except BaseException as exc:  # noqa: BLE001 - checked below
             late["error"] = exc
 
@@ -132,7 +132,7 @@ def test_a_late_copy_of_the_shard_cannot_undo_a_finished_load(pg_settings, add_t
     thread.start()
     try:
         assert in_model.wait(60), "the late copy never reached the model"
-        infer_shard(settings, "run-late", 0, model=model)  # the other copy does the whole shard...
+        infer_shard(settings, "run-late", 0, predictor=model)  # the other copy does the whole shard...
         load_results(settings, "run-late")  # ...and the DAG moves on
         assert set(view.statuses("run-late").values()) == {"succeeded"}
     finally:

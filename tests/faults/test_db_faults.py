@@ -41,7 +41,7 @@ def staged(pg_settings, add_tickets, model, view, snapshot) -> StagedRun:
     settings = pg_settings(chunk_size=PAGE)
     ids = add_tickets(N)
     for shard in plan_run(settings, RUN, WINDOW):
-        infer_shard(settings, RUN, shard["shard"], model=model)
+        infer_shard(settings, RUN, shard.shard, predictor=model)
     order = view.staging_order(RUN)
     assert sorted(order) == sorted(ids)
     before = snapshot()

@@ -25,7 +25,7 @@ def test_sigkill_mid_shard_then_retry_finishes_without_redoing_committed_chunks(
     n, chunk = 100, 10
     settings = pg_settings(chunk_size=chunk)
     ids = add_tickets(n)
-    assert [s["tickets"] for s in plan_run(settings, "run-kill", WINDOW)] == [n]
+    assert [s.tickets for s in plan_run(settings, "run-kill", WINDOW)] == [n]
 
     proc = shard_worker(settings, "run-kill", 0, forward_delay=0.2)
     deadline = time.monotonic() + 120
@@ -50,10 +50,10 @@ def test_sigkill_mid_shard_then_retry_finishes_without_redoing_committed_chunks(
     staged_rows = view.staging("run-kill")
     assert set(staged_rows) == done, "outputs and item states commit together"
 
-    totals = infer_shard(settings, "run-kill", 0, model=model)  # the retry, in a fresh process
+    totals = infer_shard(settings, "run-kill", 0, predictor=model)  # the retry, in a fresh process
 
-    assert totals["staged"] == n - len(done), "the retry computes exactly what was not committed"
-    assert totals["failed"] == totals["skipped"] == 0
+    assert totals.staged == n - len(done), "the retry computes exactly what was not committed"
+    assert totals.failed == totals.skipped == 0
     after = view.items("run-kill")
     assert {status for status, _, _ in after.values()} == {"staged"}
     assert {t: after[t][2] for t in in_flight} == dict.fromkeys(in_flight, 2), "in-flight items redone once more"

@@ -84,9 +84,9 @@ def test_nan_outputs_are_flagged_not_returned(model, texts, monkeypatch):
     real_forward = Encoder.forward
 
     def forward(self, batch_ids, width, **kwargs):
-        emb = real_forward(self, batch_ids, width, **kwargs)
-        emb[0, 3] = np.inf
-        return emb
+        out = real_forward(self, batch_ids, width, **kwargs)
+        out.embeddings[0, 3] = np.inf
+        return out
 
     monkeypatch.setattr(Encoder, "forward", forward)
     from inference.engine.batching import plan_batches
@@ -98,7 +98,7 @@ def test_nan_outputs_are_flagged_not_returned(model, texts, monkeypatch):
 
 
 def test_a_broken_device_is_raised_not_swallowed(model, monkeypatch):
-    from inference.engine.encoder import DeviceBroken
+    from inference.errors import DeviceBroken
 
     def forward(self, batch_ids, width, **kwargs):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")

@@ -10,8 +10,10 @@ import pytest
 import sqlalchemy as sa
 
 from inference.config import Settings
+from inference.heads.category import classifier_for
 from inference.modelinfo import model_version
-from inference.pipeline import compute, run_window
+from inference.pipeline import run_window
+from inference.predictor import load_predictor
 from inference.seed import seed_backlog
 from inference.store.schema import ticket_results, tickets
 from inference.textprep import sentence_spans
@@ -37,7 +39,7 @@ def settings(sqlite_engine) -> Settings:
 
 
 def test_extractive_summaries_are_sentences_of_the_ticket(sqlite_engine, settings, model):
-    run_window(settings, "r1", WINDOW, model=model)
+    run_window(settings, "r1", WINDOW, predictor=model)
     source, results = _source(sqlite_engine), _results(sqlite_engine)
     assert len(results) == 60
     for ticket_id, r in results.items():
@@ -52,13 +54,13 @@ def test_extractive_summaries_are_sentences_of_the_ticket(sqlite_engine, setting
 def test_heads_are_configuration_and_part_of_the_version(sqlite_engine, settings, model):
     only_embedding = dataclasses.replace(settings, heads=("embedding",))
     assert model_version(only_embedding) != model_version(settings)
-    small = compute.load(only_embedding, model_version(only_embedding))
-    run_window(only_embedding, "r1", WINDOW, model=small)
+    small = load_predictor(only_embedding)
+    run_window(only_embedding, "r1", WINDOW, predictor=small)
     rows = _results(sqlite_engine).values()
     assert {(r.category, r.summary, r.category_confidence) for r in rows} == {(None, None, None)}
     assert all(r.embedding is not None for r in rows)
 
-    summary = run_window(settings, "r2", WINDOW, model=model)  # all heads: a new version, so everything again
+    summary = run_window(settings, "r2", WINDOW, predictor=model)  # all heads: a new version, so everything again
     assert summary["succeeded"] == 60
     assert all(r.category and r.summary for r in _results(sqlite_engine).values())
 
@@ -135,19 +137,19 @@ def test_category_prototypes_are_cached_and_an_edited_example_file_misses_the_ca
     cache = tmp_path / "cache"
     settings = Settings(device="cpu", fewshot_file=str(examples), cache_dir=str(cache), model_version="pinned@1")
 
-    first = compute.category_head(settings, model.encoder)
+    first = classifier_for(settings, model.encoder)
     (stored,) = list(cache.glob("category-*.npz"))
     calls = []
     real_encode = model.encoder.encode
     model.encoder.encode = lambda texts: calls.append(len(texts)) or real_encode(texts)
     try:
-        again = compute.category_head(settings, model.encoder)
+        again = classifier_for(settings, model.encoder)
         assert calls == [], "a cache hit embeds nothing"
         np.testing.assert_array_equal(again.example_vectors, first.example_vectors)
 
         rows[1]["body"] = "I cannot sign in since the update."
         examples.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-        edited = compute.category_head(settings, model.encoder)
+        edited = classifier_for(settings, model.encoder)
         assert calls, "edited examples are embedded again"
         assert not np.allclose(edited.example_vectors[1], first.example_vectors[1])
         assert len(list(cache.glob("category-*.npz"))) == 2 and stored.exists()

@@ -11,15 +11,16 @@ import sqlalchemy as sa
 
 from inference.config import Settings
 from inference.engine.encoder import Encoder
-from inference.pipeline import RunFailed, RunOptions, finish_run, load_results, plan_run, run_window
+from inference.errors import RunFailed
+from inference.heads.embedding import embedding_from_bytes
+from inference.pipeline import RunOptions, finish_run, load_results, plan_run, run_window
 from inference.seed import seed_backlog
 from inference.store.db import writing
 from inference.store.schema import inference_run_items, ticket_failures, ticket_results, tickets
 from inference.textprep import content_hash
-from inference.validate import embedding_from_bytes
 from inference.window import window_for_date
-
 from tests.support.poison import POISON
+
 DAY = dt.date(2026, 11, 30)
 WINDOW = window_for_date(DAY)
 N = 120
@@ -63,7 +64,7 @@ def source_rows(engine) -> dict[str, sa.Row]:
 
 
 def test_every_ticket_of_the_window_ends_in_exactly_one_state(backlog, settings, model):
-    summary = run_window(settings, "run-1", WINDOW, model=model)
+    summary = run_window(settings, "run-1", WINDOW, predictor=model)
 
     assert summary["status"] == "succeeded"
     assert summary["backlog"] == N + 2
@@ -95,10 +96,10 @@ def test_every_ticket_of_the_window_ends_in_exactly_one_state(backlog, settings,
 
 
 def test_rerun_changes_nothing_and_an_edit_reprocesses_exactly_that_ticket(backlog, settings, model):
-    run_window(settings, "run-1", WINDOW, model=model)
+    run_window(settings, "run-1", WINDOW, predictor=model)
     before = results(backlog)
 
-    again = run_window(settings, "run-2", WINDOW, model=model)
+    again = run_window(settings, "run-2", WINDOW, predictor=model)
     assert (again["succeeded"], again["failed"], again["skipped"]) == (0, 0, 2)
     assert results(backlog) == before
 
@@ -109,7 +110,7 @@ def test_rerun_changes_nothing_and_an_edit_reprocesses_exactly_that_ticket(backl
             .where(tickets.c.ticket_id == 7)
             .values(body="I was charged twice, please refund me.", updated_at=edited_at)
         )
-    third = run_window(settings, "run-3", WINDOW, model=model)
+    third = run_window(settings, "run-3", WINDOW, predictor=model)
     assert third["succeeded"] == 1
     after = results(backlog)
     changed = {t for t in after if after[t] != before[t]}
@@ -118,9 +119,9 @@ def test_rerun_changes_nothing_and_an_edit_reprocesses_exactly_that_ticket(backl
 
 
 def test_a_new_model_version_reprocesses_the_window(backlog, settings, model):
-    run_window(settings, "run-1", WINDOW, model=model)
+    run_window(settings, "run-1", WINDOW, predictor=model)
     newer = dataclasses.replace(settings, model_version="minilm@test-2")
-    summary = run_window(newer, "run-2", WINDOW, model=dataclasses.replace(model, version="minilm@test-2"))
+    summary = run_window(newer, "run-2", WINDOW, predictor=dataclasses.replace(model, version="minilm@test-2"))
     assert summary["succeeded"] == N
     assert {r.model_version for r in results(backlog).values()} == {"minilm@test-2"}
 
@@ -145,7 +146,7 @@ def test_a_poison_ticket_is_isolated_retried_and_dead_lettered(backlog, settings
             sa.update(tickets).where(tickets.c.ticket_id == 3).values(body=f"My {POISON} order never shipped.")
         )
 
-    summary = run_window(settings, "run-1", WINDOW, model=model)
+    summary = run_window(settings, "run-1", WINDOW, predictor=model)
 
     assert summary["status"] == "succeeded"  # 1 of 122 is below the default 5% threshold
     assert (summary["succeeded"], summary["failed"]) == (N - 1, 1)
@@ -162,7 +163,7 @@ def test_a_poison_ticket_is_isolated_retried_and_dead_lettered(backlog, settings
     assert POISON not in failure.message and "shipped" not in failure.message
 
     # A dead-lettered ticket is not retried every night while its text is unchanged...
-    assert run_window(settings, "run-2", WINDOW, model=model)["backlog"] == 2  # only the two empty ones
+    assert run_window(settings, "run-2", WINDOW, predictor=model)["backlog"] == 2  # only the two empty ones
     # ...and is picked up again once it is edited.
     with writing(backlog) as conn:
         conn.execute(
@@ -170,7 +171,7 @@ def test_a_poison_ticket_is_isolated_retried_and_dead_lettered(backlog, settings
             .where(tickets.c.ticket_id == 3)
             .values(body="My order never shipped.", updated_at=WINDOW.start + dt.timedelta(hours=6))
         )
-    third = run_window(settings, "run-3", WINDOW, model=model)
+    third = run_window(settings, "run-3", WINDOW, predictor=model)
     assert (third["succeeded"], third["failed"]) == (1, 0)
     with backlog.connect() as conn:
         assert conn.execute(sa.select(ticket_failures.c.status)).scalar_one() == "resolved"
@@ -181,7 +182,7 @@ def test_failure_rate_above_threshold_fails_the_run(backlog, settings, model, po
         conn.execute(sa.update(tickets).where(tickets.c.ticket_id.in_([3, 4])).values(body=f"{POISON} case"))
     strict = dataclasses.replace(settings, max_failure_rate=0.01)
     with pytest.raises(RunFailed, match="failure rate") as raised:
-        run_window(strict, "run-1", WINDOW, model=model)
+        run_window(strict, "run-1", WINDOW, predictor=model)
     assert raised.value.summary["failed"] == 2
     assert POISON not in str(raised.value) and POISON not in repr(raised.value.summary)
 
@@ -196,7 +197,7 @@ def test_unfinished_items_fail_reconciliation_loudly(backlog, settings):
 def test_planning_again_replaces_the_previous_plan(backlog, settings):
     first = plan_run(settings, "run-1", WINDOW, RunOptions(shards=2))
     second = plan_run(settings, "run-1", WINDOW, RunOptions(shards=3, limit=50))
-    assert sum(s["tickets"] for s in first) == N
-    assert sum(s["tickets"] for s in second) <= 50 and len(second) == 3
+    assert sum(s.tickets for s in first) == N
+    assert sum(s.tickets for s in second) <= 50 and len(second) == 3
     with backlog.connect() as conn:
         assert conn.scalar(sa.select(sa.func.count()).select_from(inference_run_items)) == 50

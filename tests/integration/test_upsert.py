@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
+from inference.heads.embedding import embedding_to_bytes
 from inference.store.db import writing
 from inference.store.results import upsert_results
 from inference.store.schema import ticket_results
-from inference.validate import embedding_to_bytes
 
 T0 = dt.datetime(2026, 11, 30, 3, 0, tzinfo=dt.UTC)
 

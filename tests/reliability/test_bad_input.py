@@ -37,7 +37,7 @@ def test_null_empty_and_whitespace_tickets_are_skipped_and_never_reach_the_model
         add_ticket(db_engine, ticket_id, subject, body)
     add_ticket(db_engine, 7, "Refund please", "I was charged twice for my plan.")  # the control: it must get through
 
-    summary = run_window(settings_for(db_engine), "run-empty", W2, model=model)
+    summary = run_window(settings_for(db_engine), "run-empty", W2, predictor=model)
 
     assert (summary["status"], summary["backlog"], summary["succeeded"], summary["skipped"]) == ("succeeded", 7, 1, 6)
     assert summary["reasons"] == {"empty_input": 6}
@@ -56,7 +56,7 @@ def test_a_one_megabyte_ticket_is_truncated_flagged_and_hashed_in_full(db_engine
     add_ticket(db_engine, 1, "Export times out", huge)
     add_ticket(db_engine, 2, "Short one", "My invoice is wrong.")
 
-    summary = run_window(settings_for(db_engine), "run-big", W2, model=model)
+    summary = run_window(settings_for(db_engine), "run-big", W2, predictor=model)
 
     assert (summary["status"], summary["succeeded"]) == ("succeeded", 2)
     stored = results(db_engine)
@@ -87,7 +87,7 @@ def test_nul_bytes_are_removed_from_the_model_input_on_sqlite(sqlite_engine, mod
     add_ticket(sqlite_engine, 1, subject, body)
     add_ticket(sqlite_engine, 2, "\x00", "\x00\x00")  # nothing but NUL: empty once they are removed
 
-    summary = run_window(settings_for(sqlite_engine), "run-nul", W2, model=model)
+    summary = run_window(settings_for(sqlite_engine), "run-nul", W2, predictor=model)
 
     assert (summary["succeeded"], summary["skipped"], summary["reasons"]) == (1, 1, {"empty_input": 1})
     read_back = source(sqlite_engine)["1"]
@@ -116,7 +116,7 @@ def test_invalid_utf8_on_sqlite_is_processed_and_hashed_byte_exact(sqlite_engine
     _raw_sqlite_text(sqlite_engine, 1, subject, body)
     _raw_sqlite_text(sqlite_engine, 2, subject, body.replace(b"\x80", b"\x81"))
 
-    summary = run_window(settings_for(sqlite_engine), "run-utf8", W2, model=model)
+    summary = run_window(settings_for(sqlite_engine), "run-utf8", W2, predictor=model)
 
     assert (summary["status"], summary["succeeded"], summary["failed"]) == ("succeeded", 2, 0)
     with sqlite_engine.connect() as conn:
@@ -141,7 +141,7 @@ CONTROL_BODY = "line one\x0bline two\x0c\x7f \x85\x9f end\r\n\ttabbed \x01\x02\x
 def test_control_characters_are_processed_with_a_result(db_engine, model, encoded):
     add_ticket(db_engine, 1, CONTROL_SUBJECT, CONTROL_BODY)
 
-    summary = run_window(settings_for(db_engine), "run-ctl", W2, model=model)
+    summary = run_window(settings_for(db_engine), "run-ctl", W2, predictor=model)
 
     assert (summary["status"], summary["succeeded"]) == ("succeeded", 1)
     read_back = source(db_engine)["1"]
@@ -178,7 +178,7 @@ def test_emoji_rtl_and_bidi_text_round_trip_byte_exact(db_engine, model, encoded
     for ticket_id, (subject, body) in UNICODE_TICKETS.items():
         add_ticket(db_engine, ticket_id, subject, body)
 
-    summary = run_window(settings_for(db_engine), "run-bidi", W2, model=model)
+    summary = run_window(settings_for(db_engine), "run-bidi", W2, predictor=model)
 
     assert (summary["status"], summary["succeeded"]) == ("succeeded", len(UNICODE_TICKETS))
     stored, read_back = results(db_engine), source(db_engine)

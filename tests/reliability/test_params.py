@@ -217,7 +217,7 @@ def test_a_dag_run_with_a_bad_conf_processes_nothing(dag_for_test, tickets_db, r
         assert f"param {field}" in str(exc)
     else:  # the run started: the plan task's own check must have refused it
         states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
-        assert states["plan"] == "failed" and dag_run.state == "failed"
+        assert states["plan_run"] == "failed" and dag_run.state == "failed"
         assert refusals and all(field in str(exc) for exc in refusals)
         assert "infer_shard" not in states or states["infer_shard"] != "success"
 

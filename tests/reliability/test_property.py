@@ -23,9 +23,10 @@ from hypothesis import HealthCheck, currently_in_test_context, event, example, g
 from hypothesis import strategies as st
 
 import inference.pipeline.runtime as runtime_module
-from inference.engine.encoder import DeviceBroken, Encoder
+from inference.engine.encoder import Encoder
+from inference.errors import DeviceBroken
 from inference.options import RunOptions
-from inference.pipeline import finish_run, infer_shard, load_results, pending_retries, plan_run, retry_failed
+from inference.pipeline import finish_run, has_retries, infer_shard, load_results, plan_run, retry_failed
 from inference.store.db import make_engine, writing
 from inference.store.schema import create_schema, inference_run_items, tickets
 from inference.textprep import content_hash, model_input
@@ -159,12 +160,12 @@ class Backlog:
 
         shards = task(lambda: plan_run(settings, run_id, window, options))
         for shard in shards:
-            task(lambda shard=shard: infer_shard(settings, run_id, shard["shard"], model=model))
+            task(lambda shard=shard: infer_shard(settings, run_id, shard.shard, predictor=model))
         if hook is not None:
             hook(run_id)
         task(lambda: load_results(settings, run_id))
-        if task(lambda: pending_retries(settings, run_id)):
-            task(lambda: retry_failed(settings, run_id, model=model))
+        if task(lambda: has_retries(settings, run_id)):
+            task(lambda: retry_failed(settings, run_id, predictor=model))
         summary = task(lambda: finish_run(settings, run_id))
         assert summary["status"] == "succeeded", summary
         assert summary["failed"] == 0, summary

@@ -8,12 +8,12 @@ import datetime as dt
 import pytest
 import sqlalchemy as sa
 
+from inference.errors import ModelChanged
 from inference.pipeline import (
-    ModelChanged,
     finish_run,
+    has_retries,
     infer_shard,
     load_results,
-    pending_retries,
     plan_run,
     retry_failed,
     run_window,
@@ -42,7 +42,7 @@ def four_tickets(db_engine):
 
 def _plan_and_infer(settings, run_id, model) -> None:
     for shard in plan_run(settings, run_id, W2):
-        infer_shard(settings, run_id, shard["shard"], model=model)
+        infer_shard(settings, run_id, shard.shard, predictor=model)
 
 
 def test_a_ticket_edited_between_infer_and_load_is_not_written_then_retried_with_the_new_text(
@@ -68,8 +68,8 @@ def test_a_ticket_edited_between_infer_and_load_is_not_written_then_retried_with
     )
     assert OLD_BODY not in failure.message and NEW_BODY not in failure.message
 
-    assert pending_retries(settings, "run-1") == 1
-    retry_failed(settings, "run-1", model=model)
+    assert has_retries(settings, "run-1")
+    retry_failed(settings, "run-1", predictor=model)
 
     stored = results(engine)["2"]
     assert stored.content_hash == content_hash("Ticket 2", NEW_BODY)
@@ -96,7 +96,7 @@ def test_an_older_staged_version_never_overwrites_a_newer_result(four_tickets, m
         if "2" in ticket_ids and not interleaved:
             interleaved.append(True)
             edit_ticket(engine, 2, NEW_BODY, EDITED)
-            run_window(settings, "run-B", W2, model=model)  # a concurrent run (backfill, manual trigger)
+            run_window(settings, "run-B", W2, predictor=model)  # a concurrent run (backfill, manual trigger)
             assert results(engine)["2"].content_hash == content_hash("Ticket 2", NEW_BODY)
         return answer  # what A saw before B committed
 
@@ -123,11 +123,11 @@ def test_a_model_version_change_mid_run_raises_and_writes_nothing(four_tickets, 
     assert shards
 
     with pytest.raises(ModelChanged, match="minilm@plan-v1"):  # the worker was handed the new model
-        infer_shard(changed, "run-1", shards[0]["shard"], model=dataclasses.replace(model, version="minilm@deploy-v2"))
+        infer_shard(changed, "run-1", shards[0].shard, predictor=dataclasses.replace(model, version="minilm@deploy-v2"))
     with pytest.raises(ModelChanged):  # the worker would load the new model itself
-        infer_shard(changed, "run-1", shards[0]["shard"])
+        infer_shard(changed, "run-1", shards[0].shard)
     with pytest.raises(ModelChanged):
-        retry_failed(changed, "run-1", model=dataclasses.replace(model, version="minilm@deploy-v2"))
+        retry_failed(changed, "run-1", predictor=dataclasses.replace(model, version="minilm@deploy-v2"))
 
     assert count(engine, inference_staging) == 0
     assert results(engine) == {} and failures(engine) == []
@@ -138,14 +138,14 @@ def test_a_ticket_emptied_after_its_result_does_not_keep_a_stale_result(db_engin
     settings = settings_for(db_engine)
     add_ticket(db_engine, 1, "Refund", "I was charged twice.", CREATED)
     add_ticket(db_engine, 2, "Login", "I cannot sign in.", CREATED)
-    run_window(settings, "run-1", W2, model=model)
+    run_window(settings, "run-1", W2, predictor=model)
     assert set(results(db_engine)) == {"1", "2"}
     with writing(db_engine) as conn:
         conn.execute(
             sa.update(tickets).where(tickets.c.ticket_id == 1).values(subject=None, body="  ", updated_at=EDITED)
         )
 
-    summary = run_window(settings, "run-2", W2, model=model)
+    summary = run_window(settings, "run-2", W2, predictor=model)
 
     assert (summary["status"], summary["reasons"]) == ("succeeded", {"empty_input": 1})
     assert (items(db_engine, "run-2")["1"].status, items(db_engine, "run-2")["1"].reason) == ("skipped", "empty_input")

@@ -97,7 +97,7 @@ def test_failed_run_alerts_every_channel_with_ids_and_no_ticket_text(airflow, al
     final = airflow.wait_run(run_id)
     assert final["state"] == "failed", airflow.task_states(run_id)
     states = airflow.task_states(run_id)
-    assert states["plan"] == states["infer_shard[0]"] == states["load_results"] == "success", states
+    assert states["plan_run"] == states["infer_shard[0]"] == states["load_results"] == "success", states
     assert states["retry_failed"] == "success" and states["finish_run"] == "failed", states
 
     # The corrupted outputs were rejected by validation on every attempt and dead-lettered; nothing written.

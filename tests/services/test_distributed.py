@@ -49,7 +49,7 @@ def test_model_tasks_run_on_the_gpu_worker_and_the_rest_on_the_cpu_worker(airflo
             assert (hostname, queue) == ("gpu-worker", gpu_queue), (task_id, map_index, hostname, queue)
         else:
             assert (hostname, queue) == ("cpu-worker", "default"), (task_id, map_index, hostname, queue)
-    assert {r[0] for r in ran} >= {"plan", "infer_shard", "load_results", "has_retries", "finish_run"}
+    assert {r[0] for r in ran} >= {"plan_run", "infer_shard", "load_results", "has_retries", "finish_run"}
 
     # Complete and unique: every non-empty ticket of the window has exactly one result, written by this run.
     window = window_for_date(DIST_DAY)

@@ -71,15 +71,15 @@ def test_unknown_option_is_accepted_by_the_api_and_fails_the_run_in_plan(
     final = airflow.wait_run(run_id)
     assert final["state"] == "failed"
     tis = {ti["task_id"]: ti for ti in airflow.task_instances(run_id)}
-    assert tis["plan"]["state"] == "failed" and tis["plan"]["try_number"] == 1
-    plan_log = airflow.task_logs(run_id, task_id="plan")
+    assert tis["plan_run"]["state"] == "failed" and tis["plan_run"]["try_number"] == 1
+    plan_log = airflow.task_logs(run_id, task_id="plan_run")
     assert "InvalidOptions" in plan_log and "unknown run option(s): 'surprise'" in plan_log
     assert view.run_row(run_id) is None, "plan recorded nothing"
     assert not [r for r in view.results() if r.run_id == run_id], "no results"
     assert view.items(run_id) == {}
 
     webhook = [json.loads(m.body) for m in receivers.all("webhook")]
-    plan_alerts = [p for p in webhook if p["run_id"] == run_id and p["task_id"] == "plan"]
+    plan_alerts = [p for p in webhook if p["run_id"] == run_id and p["task_id"] == "plan_run"]
     assert [p["error_class"] for p in plan_alerts] == ["InvalidOptions"]
 
     # The tasks after plan that run whatever happened (trigger rule all_done) find no planned run: the

@@ -1,4 +1,4 @@
-"""check_output: every staged output is checked before it is written."""
+"""Every staged output is checked before it is written: the common fields, then each head's own check."""
 
 from __future__ import annotations
 
@@ -8,10 +8,21 @@ import math
 import numpy as np
 import pytest
 
-from inference.validate import check_output, embedding_from_bytes, embedding_to_bytes
+from inference.config import Settings
+from inference.heads.category import check_category
+from inference.heads.embedding import check_embedding, embedding_from_bytes, embedding_to_bytes
+from inference.validate import check_common, output_checker
 
 DIM = 16
 LABELS = ("billing", "login", "shipping")
+
+
+def check_output(row: dict, dim: int, labels) -> str | None:
+    for check in (check_common, check_embedding(dim), check_category(set(labels))):
+        reason = check(row)
+        if reason:
+            return reason
+    return None
 
 
 def unit_vector(dim: int = DIM, seed: int = 0) -> np.ndarray:
@@ -22,6 +33,7 @@ def unit_vector(dim: int = DIM, seed: int = 0) -> np.ndarray:
 def good_row(**changes) -> dict:
     row = dict(
         embedding=embedding_to_bytes(unit_vector()),
+        embedding_dim=DIM,
         category="billing",
         category_score=0.42,
         content_hash=hashlib.sha256(b"ticket").hexdigest(),
@@ -129,3 +141,12 @@ def test_round_trip_converts_other_dtypes_and_byte_orders():
 
 def test_bytes_are_little_endian_float32():
     assert embedding_to_bytes(np.array([1.0], dtype=np.float64)) == b"\x00\x00\x80\x3f"
+
+
+def test_the_configured_heads_decide_what_is_checked():
+    """A deployment without the category head does not reject rows for having no category."""
+    row = good_row(embedding=embedding_to_bytes(unit_vector(384)), embedding_dim=384, category=None)
+    assert output_checker(Settings(heads=("embedding",), cache_dir=""))(row) is None
+    assert "category" in output_checker(Settings(heads=("embedding", "category"), cache_dir=""))(row)
+    assert "summary" in output_checker(Settings(heads=("embedding", "summary"), cache_dir=""))(row)
+    assert "dimension" in output_checker(Settings(heads=("embedding",), cache_dir=""))({**row, "embedding_dim": 383})

@@ -1,16 +1,19 @@
-"""What is computed from one encoder pass: the embedding itself, a category, an extractive summary."""
+"""The category head: zero-shot label descriptions plus few-shot example prototypes, calibrated confidence."""
 
 from __future__ import annotations
 
+import hashlib
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import sqlalchemy as sa
 
-from inference.engine.encoder import Encoder
 from inference.examples import Example
+from inference.heads.base import Checker, EncodedChunk, Head, HeadOutput, OutputColumn
 
 # label score = w * description prototype + (1 - w) * example prototype, for labels with examples.
 # 0 won 5-fold cross-validation on the bundled examples (0.817 vs 0.810 at 0.2, 0.794 at 0.4; BENCHMARKS.md):
@@ -32,7 +35,7 @@ class Categories:
     uncertain: np.ndarray  # confidence below the threshold
 
 
-class CategoryHead:
+class CategoryClassifier:
     """Zero-shot label descriptions plus few-shot example prototypes; calibrated confidence.
 
     Each label's score mixes the cosine to its descriptions' prototype and to its examples'
@@ -44,7 +47,7 @@ class CategoryHead:
         self,
         taxonomy: dict[str, list[str]],
         examples: Sequence[Example],
-        encoder: Encoder,
+        encoder,
         uncertain_below: float = 0.5,
         description_weight: float = DESCRIPTION_WEIGHT,
         cache: Path | None = None,
@@ -145,29 +148,101 @@ def _logsumexp(x: np.ndarray) -> np.ndarray:
     return top + np.log(np.exp(x - top).sum(axis=1, keepdims=True))
 
 
-def _encode(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
+def _encode(encoder, texts: Sequence[str]) -> np.ndarray:
     out = encoder.encode(list(texts))
     if out.errors:
         raise RuntimeError(f"could not embed {len(out.errors)} of the category descriptions or examples")
     return out.embeddings
 
 
-def extractive_summary(
-    text: str,
-    sentences: Sequence[tuple[int, int]],
-    sentence_vectors: np.ndarray,
-    item_vector: np.ndarray,
-    max_sentences: int = 2,
-    max_chars: int = 600,
-) -> str | None:
-    """The sentences (one, or two when there are more than two) closest to the ticket's own embedding,
-    in their original order; sentences longer than `max_chars` only when nothing shorter exists.
-    Always verbatim sentences of `text`."""
-    if not sentences:
+class _Loaded:
+    needs_sentences = False
+
+    def __init__(self, classifier: CategoryClassifier):
+        self.classifier = classifier
+
+    def __call__(self, chunk: EncodedChunk) -> HeadOutput:
+        got = self.classifier(chunk.embeddings)
+        return HeadOutput(
+            [
+                {
+                    "category": got.labels[k],
+                    "category_score": float(got.scores[k]),
+                    "category_confidence": float(got.confidence[k]),
+                    "category_uncertain": bool(got.uncertain[k]),
+                }
+                for k in range(len(chunk))
+            ]
+        )
+
+
+class CategoryHead(Head):
+    name = "category"
+    order = 20
+    columns = (
+        OutputColumn("category", sa.String(64)),
+        OutputColumn("category_score", sa.Float()),
+        OutputColumn("category_confidence", sa.Float()),
+        OutputColumn("category_uncertain", sa.Boolean()),
+    )
+
+    def fingerprint(self, settings) -> dict:
+        from inference.examples import BUNDLED_EXAMPLES
+        from inference.taxonomy import load_taxonomy, taxonomy_fingerprint
+
+        spec = settings.fewshot_file
+        files = [str(p) for p in BUNDLED_EXAMPLES] if not spec else [p.strip() for p in spec.split(",") if p.strip()]
+        return {
+            "taxonomy": taxonomy_fingerprint(load_taxonomy(settings)),
+            "fewshot": "none" if spec == "none" else [_file_digest(p) for p in files],
+            "uncertain_below": settings.uncertain_below,
+        }
+
+    def build(self, settings, encoder) -> _Loaded:
+        return _Loaded(classifier_for(settings, encoder))
+
+    def checker(self, settings) -> Checker:
+        from inference.taxonomy import load_taxonomy
+
+        return check_category(set(load_taxonomy(settings)))
+
+
+def check_category(labels: set[str]) -> Checker:
+    def check(row) -> str | None:
+        if row.get("category") not in labels:
+            return "category is not in the taxonomy"
+        score = row.get("category_score")
+        if not isinstance(score, float) or not math.isfinite(score) or not -1.0001 <= score <= 1.0001:
+            return "category score is not a cosine similarity"
+        confidence = row.get("category_confidence")
+        if confidence is not None and (not isinstance(confidence, float) or not 0.0 <= confidence <= 1.0):
+            return "category confidence is not a probability"
         return None
-    closeness = sentence_vectors @ item_vector
-    order = [int(i) for i in np.argsort(-closeness, kind="stable")]
-    short = [i for i in order if sentences[i][1] - sentences[i][0] <= max_chars] or order
-    k = 1 if len(sentences) <= 2 else max_sentences
-    chosen = sorted(short[:k])
-    return " ".join(text[sentences[i][0] : sentences[i][1]] for i in chosen)
+
+    return check
+
+
+def classifier_for(settings, encoder) -> CategoryClassifier:
+    """The classifier as the pipeline builds it: taxonomy, few-shot examples, prototype cache."""
+    from inference.examples import load_example_files
+    from inference.taxonomy import load_taxonomy
+
+    taxonomy = load_taxonomy(settings)
+    examples = load_example_files(settings.fewshot_file, set(taxonomy))
+    cache = None
+    if settings.cache_dir:
+        # Keyed on what the prototypes are computed from (weights, taxonomy, examples, the encoder and its
+        # dtype), never on INFERENCE_MODEL_VERSION: a fixed version string must not serve stale prototypes.
+        from inference.modelinfo import heads_fingerprint, weights_fingerprint
+
+        parts = (weights_fingerprint(settings.model_dir), heads_fingerprint(settings), encoder.identity)
+        key = hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:24]
+        cache = Path(settings.cache_dir) / f"category-{key}.npz"
+    return CategoryClassifier(taxonomy, examples, encoder, settings.uncertain_below, cache=cache)
+
+
+def _file_digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).is_file() else "missing"
+
+
+HEAD = CategoryHead()

@@ -1,0 +1,92 @@
+"""Per-run accounting: one item per backlog ticket, from planned to its final state."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import sqlalchemy as sa
+
+from inference.store import schema as s
+from inference.store.db import in_pages
+
+ITEM_INSERT_PAGE = 5000
+
+
+def add_items(conn: sa.Connection, rows: Sequence[dict]) -> None:
+    for i in range(0, len(rows), ITEM_INSERT_PAGE):
+        conn.execute(sa.insert(s.inference_run_items), list(rows[i : i + ITEM_INSERT_PAGE]))
+
+
+def pending_items(conn: sa.Connection, run_id: str, shard: int, after: str, limit: int) -> list[tuple[str, int]]:
+    """Next page (by ticket_id) of a shard's tickets that still need the model, with their attempts.
+
+    attempts > 0 on a planned item means a process took it to the model and died before committing.
+    """
+    i = s.inference_run_items.c
+    stmt = (
+        sa.select(i.ticket_id, i.attempts)
+        .where(i.run_id == run_id, i.shard == shard, i.status == s.ITEM_PLANNED, i.ticket_id > after)
+        .order_by(i.ticket_id)
+        .limit(limit)
+    )
+    return [(t, a) for t, a in conn.execute(stmt)]
+
+
+def lock_open_items(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> set[str]:
+    """Of these items, those still waiting for the model (planned, or failed and being retried),
+    locked for this transaction (FOR UPDATE on PostgreSQL; SQLite write transactions are exclusive)."""
+    i = s.inference_run_items.c
+    open_: set[str] = set()
+    for page in in_pages(ticket_ids):
+        stmt = (
+            sa.select(i.ticket_id)
+            .where(
+                i.run_id == run_id,
+                i.ticket_id.in_(sa.bindparam("ids", expanding=True)),
+                i.status.in_([s.ITEM_PLANNED, s.ITEM_FAILED]),
+            )
+            .order_by(i.ticket_id)
+            .with_for_update()
+        )
+        open_.update(conn.scalars(stmt, {"ids": page}))
+    return open_
+
+
+def claim(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> None:
+    """Counts an attempt before the model sees the items, committed first: if the process dies in the
+    model, the next attempt knows which items were in flight."""
+    i = s.inference_run_items.c
+    stmt = (
+        sa.update(s.inference_run_items)
+        .where(i.run_id == run_id, i.ticket_id.in_(sa.bindparam("ids", expanding=True)))
+        .values(attempts=i.attempts + 1)
+    )
+    for page in in_pages(ticket_ids):
+        conn.execute(stmt, {"ids": page})
+
+
+def set_items(conn: sa.Connection, run_id: str, ticket_ids: Iterable[str], status: str, reason: str | None) -> None:
+    i = s.inference_run_items.c
+    stmt = (
+        sa.update(s.inference_run_items)
+        .where(i.run_id == run_id, i.ticket_id.in_(sa.bindparam("ids", expanding=True)))
+        .values(status=status, reason=reason)
+    )
+    for page in in_pages(ticket_ids):
+        conn.execute(stmt, {"ids": page})
+
+
+def item_counts(conn: sa.Connection, run_id: str) -> dict[str, int]:
+    i = s.inference_run_items.c
+    stmt = sa.select(i.status, sa.func.count()).where(i.run_id == run_id).group_by(i.status)
+    return {status: n for status, n in conn.execute(stmt)}
+
+
+def skip_reasons(conn: sa.Connection, run_id: str) -> dict[str, int]:
+    i = s.inference_run_items.c
+    stmt = (
+        sa.select(i.reason, sa.func.count())
+        .where(i.run_id == run_id, i.status.in_([s.ITEM_SKIPPED, s.ITEM_FAILED]))
+        .group_by(i.reason)
+    )
+    return {reason or "unknown": n for reason, n in conn.execute(stmt)}
