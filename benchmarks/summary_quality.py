@@ -44,15 +44,20 @@ from inference.textprep import max_chars_for, model_input, sentence_spans, token
 # --------------------------------------------------------------------------------------------------
 # Today's method (copied from inference/heads/summary.py)
 # --------------------------------------------------------------------------------------------------
-def extractive_summary(text, sentences, sentence_vectors, item_vector, max_sentences=2, max_chars=600):
+def extractive_choice(text, sentences, sentence_vectors, item_vector, max_sentences=2, max_chars=600):
+    """Today's method, as the character ranges it picks."""
     if not sentences:
-        return None
+        return []
     closeness = sentence_vectors @ item_vector
     order = [int(i) for i in np.argsort(-closeness, kind="stable")]
     short = [i for i in order if sentences[i][1] - sentences[i][0] <= max_chars] or order
     k = 1 if len(sentences) <= 2 else max_sentences
-    chosen = sorted(short[:k])
-    return " ".join(text[sentences[i][0] : sentences[i][1]] for i in chosen)
+    return [sentences[i] for i in sorted(short[:k])]
+
+
+def extractive_summary(text, sentences, sentence_vectors, item_vector, max_sentences=2, max_chars=600):
+    ranges = extractive_choice(text, sentences, sentence_vectors, item_vector, max_sentences, max_chars)
+    return " ".join(text[a:b] for a, b in ranges) if ranges else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -167,7 +172,14 @@ def candidate_sentences(text: str, sentences: Sequence[tuple[int, int]]) -> list
     return out
 
 
-def request_summary(
+def request_summary(*args, **kwargs) -> str | None:
+    """`request_choice` joined: verbatim text of the ticket."""
+    text = args[0] if args else kwargs["text"]
+    ranges = request_choice(*args, **kwargs)
+    return " ".join(text[a:b] for a, b in ranges) if ranges else None
+
+
+def request_choice(
     text: str,
     sentences: Sequence[tuple[int, int]],
     sentence_vectors: np.ndarray,
@@ -175,7 +187,7 @@ def request_summary(
     label_scores: Callable[[np.ndarray], np.ndarray],
     max_chars: int = 600,
     short: int = 60,
-) -> str | None:
+) -> list[tuple[int, int]]:
     """The sentence that carries the request: among the customer's own non-filler sentences (see
     `candidate_sentences`), the one whose vector best predicts the ticket's category (log-probability
     of the label the head gives the whole ticket), plus a tie-break towards the non-filler centroid.
@@ -183,29 +195,27 @@ def request_summary(
     characters and there are more than two candidates. A leading greeting ("Hi, ") is cut off.
     Always verbatim text of the ticket. Falls back to today's centroid method when no sentence qualifies."""
     if not sentences:
-        return None
+        return []
     cands = candidate_sentences(text, sentences)
     cands = [i for i in cands if sentences[i][1] - sentences[i][0] <= max_chars] or cands
     if not cands:
         end = split_tail(text)
         own = [i for i, (a, _) in enumerate(sentences) if a < end] or list(range(len(sentences)))
-        return extractive_summary(text, [sentences[i] for i in own], sentence_vectors[own], item_vector)
+        return extractive_choice(text, [sentences[i] for i in own], sentence_vectors[own], item_vector)
     vecs = sentence_vectors[cands]
-    label = int(np.argmax(label_scores(item_vector[None, :])[0]))
-    logp = tc.log_softmax(label_scores(vecs))[:, label]
+    # the label of the customer's own words: the whole ticket's, unless it carries a quoted thread /
+    # signature, then that of the own sentences' centroid
     centroid = tc.unit(vecs.mean(axis=0))
+    has_tail = split_tail(text) < len(text.rstrip()) or bool(quoted_lines(text))
+    label = int(np.argmax(label_scores((centroid if has_tail else item_vector)[None, :])[0]))
+    logp = tc.log_softmax(label_scores(vecs))[:, label]
     score = logp + 0.5 * (vecs @ centroid)
     order = [cands[int(j)] for j in np.argsort(-score, kind="stable")]
     chosen = order[:1]
     a, b = sentences[chosen[0]]
     if b - a < short and len(order) > 2:
         chosen.append(order[1])
-    chosen.sort()
-    parts = []
-    for i in chosen:
-        a, b = sentences[i]
-        parts.append(text[strip_greeting(text, a, b) : b])
-    return " ".join(parts)
+    return [(strip_greeting(text, *sentences[i]), sentences[i][1]) for i in sorted(chosen)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -241,19 +251,22 @@ def sentence_vectors(enc: CachedEncoder, texts: list[str], tag: str):
     return emb, spans, vecs
 
 
-def opening_sentence_region(text: str, summary: str) -> str:
-    """Where the summary's first sentence comes from: "own", "quote" (quoted reply / forwarded message /
-    signature / disclaimer). A sentence whose text also occurs in the customer's own part counts as own."""
-    first = sentence_spans(summary)
-    if not first:
-        return "own"
-    a, b = first[0]
-    piece = summary[a:b]
-    end = split_tail(text)
-    own_text = text[:end]
-    quoted = quoted_lines(text)
-    own_only = "".join(ch for k, ch in enumerate(own_text) if not any(qa <= k < qb for qa, qb in quoted)) if quoted else own_text
-    return "own" if piece in own_only else "quote"
+def opens_in_tail(text: str, ranges: list[tuple[int, int]], tail_start: int | None = None) -> tuple[bool, bool]:
+    """(the summary's first sentence lies in the quoted reply / forwarded message / signature /
+    disclaimer, ... and its text is found only there). The tail starts at `tail_start` when known
+    (the synthetic threads), else where `split_tail` / `quoted_lines` find it."""
+    if not ranges:
+        return False, False
+    a, b = ranges[0]
+    end = split_tail(text) if tail_start is None else tail_start
+    quoted = quoted_lines(text) if tail_start is None else []
+    in_tail = a >= end or any(qa <= a < qb for qa, qb in quoted)
+    if not in_tail:
+        return False, False
+    own = text[:end]
+    for qa, qb in reversed([q for q in quoted if q[0] < end]):
+        own = own[:qa] + own[qb:]
+    return True, text[a:b].strip() not in own
 
 
 def opens_with_filler(summary: str) -> bool:
@@ -298,7 +311,10 @@ def thread_set(base: TicketSet, seed: int = 14) -> TicketSet:
             + rng.choice(signatures).format(name=name)
             + rng.choice(quotes).format(quoted=quoted, plain=plain, name=name)
         )
-    return TicketSet("eval+thread", list(base.ids), list(base.subjects), bodies, base.labels, list(base.langs), "eval + synthetic mail tails")
+    out = TicketSet("eval+thread", list(base.ids), list(base.subjects), bodies, base.labels, list(base.langs), "eval + synthetic mail tails")
+    out.tail_start = [len(model_input(su, bo.rstrip(), max_chars_for(256))[0]) for su, bo in zip(base.subjects, base.bodies)]
+    out.own_texts = list(base.texts)
+    return out
 
 
 def demo_from_db(path: str) -> TicketSet | None:
@@ -343,23 +359,35 @@ def main() -> int:
     report = {}
     for name, s in targets.items():
         emb, spans, vecs = sentence_vectors(enc, s.texts, tag=name)
-        methods = {
-            "today": [extractive_summary(t, sp, v, e) or "" for t, sp, v, e in zip(s.texts, spans, vecs, emb)],
-            "request": [
-                request_summary(t, sp, v, e, heads["recommended"]) or "" for t, sp, v, e in zip(s.texts, spans, vecs, emb)
-            ],
+        tails = getattr(s, "tail_start", [None] * len(s))
+        choices = {
+            "today": [extractive_choice(t, sp, v, e) for t, sp, v, e in zip(s.texts, spans, vecs, emb)],
+            "request": [request_choice(t, sp, v, e, heads["recommended"]) for t, sp, v, e in zip(s.texts, spans, vecs, emb)],
         }
+        # the reference category: of the whole ticket, or for the threads of the ticket without its tail
+        ref_emb = enc.embed(s.own_texts) if hasattr(s, "own_texts") else emb
         report[name] = {"n": len(s)}
-        for mname, summaries in methods.items():
+        if hasattr(s, "own_texts"):
+            own_cut = [t[: split_tail(t)] for t in s.texts]
+            for hname, head in heads.items():
+                report[name][f"category_accuracy_{hname}_head"] = {
+                    "ticket_alone": round(float(np.mean(head(ref_emb).argmax(1) == s.labels)), 4),
+                    "with_thread": round(float(np.mean(head(emb).argmax(1) == s.labels)), 4),
+                    "thread_cut_by_split_tail": round(float(np.mean(head(enc.embed(own_cut)).argmax(1) == s.labels)), 4),
+                }
+        for mname, ranges in choices.items():
+            summaries = [" ".join(t[a:b] for a, b in r) for t, r in zip(s.texts, ranges)]
             semb = enc.embed(summaries, tag=f"summary-{mname}")
+            tail = [opens_in_tail(t, r, ts) for t, r, ts in zip(s.texts, ranges, tails)]
             row = {
                 "greeting_open": float(np.mean([opens_with_filler(x) for x in summaries])),
                 "only_filler": float(np.mean([only_filler(x) for x in summaries])),
-                "from_quote": float(np.mean([opening_sentence_region(t, x) == "quote" for t, x in zip(s.texts, summaries)])),
+                "from_quote": float(np.mean([x[0] for x in tail])),
+                "only_in_quote": float(np.mean([x[1] for x in tail])),
                 "mean_chars": float(np.mean([len(x) for x in summaries])),
             }
             for hname, head in heads.items():
-                row[f"agree_{hname}_head"] = float(np.mean(head(semb).argmax(1) == head(emb).argmax(1)))
+                row[f"agree_{hname}_head"] = float(np.mean(head(semb).argmax(1) == head(ref_emb).argmax(1)))
             report[name][mname] = {k: round(v, 4) for k, v in row.items()}
             if args.show:
                 for k in random.Random(0).sample(range(len(s)), min(args.show, len(s))):
@@ -373,7 +401,8 @@ def main() -> int:
 def _line(name: str, r: dict) -> str:
     def cell(m):
         return (
-            f"greet {m['greeting_open']:.3f} filler {m['only_filler']:.3f} quote {m['from_quote']:.3f} "
+            f"greet {m['greeting_open']:.3f} filler {m['only_filler']:.3f} quote {m['from_quote']:.3f}"
+            f"/{m['only_in_quote']:.3f} "
             f"agree(rec) {m['agree_recommended_head']:.3f} agree(today) {m['agree_today_head']:.3f}"
         )
 
