@@ -112,6 +112,11 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--limit", type=_positive, default=10, help="how many runs (default 10)")
 
+    report = sub.add_parser("report", help="a run's report: counts, step times, throughput, batch sizes, drift, cost")
+    report.add_argument("run_id", nargs="?", metavar="RUN_ID", help="the run (default: the latest)")
+    report.add_argument("--format", choices=("text", "md", "html", "json"), default="text", help="default text")
+    report.add_argument("--output", "-o", help="write it to this file instead of stdout")
+
     db = sub.add_parser("db", help="schema revision of the inference tables: upgrade, current, downgrade")
     db_sub = db.add_subparsers(dest="db_command", required=True)
     up = db_sub.add_parser("upgrade", help="migrate to this code's revision (or REVISION); back the database up first")
@@ -138,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from_env(db_url=args.db)
         commands = {"seed": _seed, "run": _run, "status": _status, "bench": _bench, "eval": _eval, "db": _db}
         commands["batch-file"] = _batch_file
+        commands["report"] = _report_command
+        if args.command == "run" and sys.stderr.isatty():
+            from inference.pipeline.progress import use_terminal_bar
+
+            use_terminal_bar()  # progress lines become one bar redrawn in place
         return commands[args.command](settings, args)
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
@@ -197,6 +207,31 @@ def _status(settings, args) -> int:
 
     report = collect(settings, args.limit)
     print(json.dumps(report, sort_keys=True) if args.json else render(report))
+    return 0
+
+
+def _report_command(settings, args) -> int:
+    from pathlib import Path
+
+    from inference.report import build, render
+    from inference.store.db import check_connection, make_engine
+
+    engine = make_engine(settings.db_url)
+    try:
+        check_connection(engine)
+        report = build(
+            engine,
+            args.run_id,
+            price_per_device_hour=settings.device_hour_price,
+            max_batch_size=settings.max_batch_size,
+        )
+    finally:
+        engine.dispose()
+    text = render(report, args.format)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        print(text, end="" if text.endswith("\n") else "\n")
     return 0
 
 

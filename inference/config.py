@@ -211,6 +211,14 @@ class Settings:
         low=0.0,
         high=1.0,
     )
+    device_hour_price: float = env(
+        "INFERENCE_DEVICE_HOUR_PRICE",
+        0.0,
+        "price of one device-hour (a GPU, or a CPU worker) in your currency: the run report's cost per 1,000 "
+        "tickets, to compare with a provider's batch price (0: no cost shown)",
+        low=0.0,
+        high=1_000_000.0,
+    )
     cache_dir: str | None = env(
         "INFERENCE_CACHE_DIR",
         None,

@@ -5,11 +5,14 @@ from __future__ import annotations
 from inference.config import Settings
 from inference.errors import RunFailed
 from inference.pipeline.runtime import Runtime, log
-from inference.store import items, runs
+from inference.pipeline.steptimes import timed_step
+from inference.report.timing import cost_per_1000, per_second, spans, timing
+from inference.store import items, metrics, runs
 from inference.store.db import utcnow, writing
 from inference.store.schema import ITEM_FAILED, ITEM_PLANNED, ITEM_SKIPPED, ITEM_STAGED, ITEM_SUCCEEDED
 
 
+@timed_step("finish_run")
 def finish_run(settings: Settings, run_id: str) -> dict:
     """backlog = succeeded + failed + skipped, each ticket in exactly one state, every success backed
     by a result row; and failed / backlog <= INFERENCE_MAX_FAILURE_RATE. Otherwise the run fails."""
@@ -22,6 +25,8 @@ def finish_run(settings: Settings, run_id: str) -> dict:
             counts = items.item_counts(conn, run_id)
             reasons = items.skip_reasons(conn, run_id)
             missing_results = runs.succeeded_without_result(conn, run_id)
+            steps = timing(spans(metrics.steps(conn, run_id)))
+            model_tickets = metrics.model_tickets(conn, run_id)
             backlog = sum(counts.values())
             succeeded, failed, skipped = (counts.get(k, 0) for k in (ITEM_SUCCEEDED, ITEM_FAILED, ITEM_SKIPPED))
             unfinished = counts.get(ITEM_PLANNED, 0) + counts.get(ITEM_STAGED, 0)
@@ -48,6 +53,7 @@ def finish_run(settings: Settings, run_id: str) -> dict:
                 error=error,
             )
         wall = (finished - run.planned_at).total_seconds()
+        model_wall = steps.model_wall_seconds
         summary = {
             "run_id": run_id,
             "status": "failed" if error else "succeeded",
@@ -65,12 +71,57 @@ def finish_run(settings: Settings, run_id: str) -> dict:
             "padding_efficiency": round(run.real_tokens / run.padded_tokens, 4) if run.padded_tokens else None,
             "model_seconds": round(run.device_seconds, 3),
             "wall_seconds": round(wall, 3),
-            "tickets_per_second": round(backlog / wall, 2) if wall > 0 else None,
+            # Throughput over the time a model task was running (not queued for the pool, not plan or load)
+            "model_tickets": model_tickets,
+            "model_wall_seconds": round(model_wall, 3),
+            "tickets_per_second": per_second(model_tickets, model_wall),
+            "tokens_per_second": per_second(run.real_tokens, model_wall),
+            "device_seconds": round(steps.device_seconds, 3),
+            "cost_per_1000_tickets": cost_per_1000(steps.device_seconds, model_tickets, settings.device_hour_price),
         }
-        log.info("run %s finished: %s", run_id, summary)
+        _log_summary(summary)
         if error:
             raise RunFailed(f"run {run_id}: {error}", {**summary, "error": error})
         return summary
+
+
+def _log_summary(summary: dict) -> None:
+    """A few short lines instead of one long dict (the Airflow UI cuts long lines)."""
+
+    def n(key: str) -> str:
+        value = summary.get(key)
+        return "-" if value is None else f"{value:,}"
+
+    log.info("run %s finished: %s", summary["run_id"], summary["status"])
+    log.info("window %s .. %s, model %s", summary["window_start"], summary["window_end"], summary["model_version"])
+    log.info(
+        "tickets: %s backlog = %s succeeded + %s failed + %s skipped %s",
+        n("backlog"),
+        n("succeeded"),
+        n("failed"),
+        n("skipped"),
+        summary["reasons"] or "",
+    )
+    efficiency = summary["padding_efficiency"]
+    log.info(
+        "model: %s tickets, %s tokens in %ss of model time over %ss of model-task wall time "
+        "(%s tickets/s, %s tokens/s, padding efficiency %s)",
+        n("model_tickets"),
+        n("real_tokens"),
+        n("model_seconds"),
+        n("model_wall_seconds"),
+        n("tickets_per_second"),
+        n("tokens_per_second"),
+        "-" if efficiency is None else f"{efficiency:.1%}",
+    )
+    cost = summary["cost_per_1000_tickets"]
+    log.info(
+        "device time %ss%s; run wall time %ss; report: python -m inference report %s",
+        n("device_seconds"),
+        "" if cost is None else f", cost per 1,000 tickets {cost:.4f}",
+        n("wall_seconds"),
+        summary["run_id"],
+    )
 
 
 def _dry_summary(run) -> dict:

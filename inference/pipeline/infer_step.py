@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
 import threading
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from inference.config import Settings
 from inference.errors import ModelChanged
 from inference.options import options_from_record
 from inference.pipeline.load_step import load_staged
 from inference.pipeline.overlap import WriteBehind, prefetched
+from inference.pipeline.progress import Progress
 from inference.pipeline.runtime import Runtime, log
+from inference.pipeline.steptimes import timed_step
 from inference.predictor import ChunkOutcome, Predictor, PreparedChunk, load_predictor
 from inference.records import Failure, FailureKind, InferSummary, RetrySummary
-from inference.store import failures, items, runs, staging
-from inference.store.db import writing
+from inference.store import failures, items, metrics, runs, staging
+from inference.store.db import utcnow, writing
 from inference.store.schema import ITEM_SKIPPED, ITEM_STAGED
 from inference.textprep import content_hash
 
@@ -35,7 +41,19 @@ def checked_predictor(rt: Runtime, run_id: str, predictor: Predictor | None) -> 
     return predictor.with_budget(budget) if budget else predictor
 
 
-def commit(rt: Runtime, run_id: str, version: str, outcome: ChunkOutcome) -> ChunkOutcome:
+@dataclass(frozen=True)
+class TaskInfo:
+    """Which task a chunk belongs to, for its metrics row (inference_chunks); numbers its chunks 1, 2, ..."""
+
+    step: str
+    shard: int
+    started_at: dt.datetime
+    seq: Iterator[int] = field(default_factory=lambda: itertools.count(1), compare=False)
+
+
+def commit(
+    rt: Runtime, run_id: str, version: str, outcome: ChunkOutcome, task: TaskInfo | None = None
+) -> ChunkOutcome:
     """Outputs, skips, failures and metrics of one chunk: all of them or none.
 
     Only items still waiting for the model (planned, or failed and being retried) take this outcome:
@@ -50,14 +68,44 @@ def commit(rt: Runtime, run_id: str, version: str, outcome: ChunkOutcome) -> Chu
             items.set_items(conn, run_id, group, ITEM_SKIPPED, reason)
         failures.record_failures(conn, run_id, version, applied.failures, rt.settings.max_attempts)
         runs.add_run_metrics(conn, run_id, outcome.real_tokens, outcome.padded_tokens, outcome.seconds)
+        if task is not None:
+            _record_chunk(conn, run_id, task, outcome, applied)
     return applied
 
 
-class _Tally:
-    """Counts of what was applied; the write-behind thread and the main thread both add to it."""
+def _record_chunk(conn, run_id: str, task: TaskInfo, outcome: ChunkOutcome, applied: ChunkOutcome) -> None:
+    """The chunk's metrics row: counts of what was applied, the model work that was done, and histograms
+    (token lengths, categories) of the staged results. Labels and counts only."""
+    staged = applied.staged
+    metrics.add_chunk(
+        conn,
+        run_id=run_id,
+        step=task.step,
+        shard=task.shard,
+        step_started_at=task.started_at,
+        seq=next(task.seq),
+        tickets=len(applied.ticket_ids),
+        staged=len(staged),
+        failed=len(applied.failures),
+        skipped=sum(len(v) for v in applied.skipped.values()),
+        truncated=sum(1 for r in staged if r.truncated),
+        uncertain=sum(1 for r in staged if r.outputs.get("category_uncertain")),
+        real_tokens=outcome.real_tokens,
+        padded_tokens=outcome.padded_tokens,
+        model_seconds=outcome.seconds,
+        batch_sizes=outcome.batch_sizes,
+        token_lengths=Counter(r.input_tokens for r in staged),
+        categories=Counter(str(r.outputs["category"]) for r in staged if r.outputs.get("category") is not None),
+    )
 
-    def __init__(self, summary: InferSummary):
+
+class _Tally:
+    """Counts of what was applied; the write-behind thread and the main thread both add to it.
+    With a Progress, each added chunk also logs a progress line."""
+
+    def __init__(self, summary: InferSummary, progress: Progress | None = None):
         self.summary = summary
+        self.progress = progress
         self._lock = threading.Lock()
 
     def add(self, outcome: ChunkOutcome) -> None:
@@ -69,24 +117,52 @@ class _Tally:
             s.real_tokens += outcome.real_tokens
             s.padded_tokens += outcome.padded_tokens
             s.seconds += outcome.seconds
+        if self.progress is not None:
+            tickets = len(outcome.ticket_ids)
+            self.progress.chunk(tickets, len(outcome.failures), outcome.real_tokens, outcome.padded_tokens)
 
 
-def process(rt: Runtime, predictor: Predictor, run_id: str, ticket_ids: list[str], tally: _Tally) -> None:
+def process(
+    rt: Runtime, predictor: Predictor, run_id: str, ticket_ids: list[str], tally: _Tally, task: TaskInfo | None = None
+) -> None:
     """Claim (committed), read the current text, run the model, commit the outcome."""
     with writing(rt.engine) as conn:
         items.claim(conn, run_id, ticket_ids)
     with rt.engine.connect() as conn:
         current = rt.source.by_ids(conn, ticket_ids)
     outcome = predictor.compute(run_id, ticket_ids, current)
-    tally.add(commit(rt, run_id, predictor.version, outcome))
+    tally.add(commit(rt, run_id, predictor.version, outcome, task))
 
 
-def _crashed_too_often(rt: Runtime, run_id: str, version: str, ticket_id: str, tally: _Tally) -> None:
+def _crashed_too_often(
+    rt: Runtime, run_id: str, version: str, ticket_id: str, tally: _Tally, task: TaskInfo | None = None
+) -> None:
     with rt.engine.connect() as conn:
         ticket = rt.source.by_ids(conn, [ticket_id]).get(ticket_id)
     digest = content_hash(ticket.subject, ticket.body) if ticket else "0" * 64
     failure = Failure(ticket_id, digest, FailureKind.PROCESS_CRASH)
-    tally.add(commit(rt, run_id, version, ChunkOutcome(failures=[failure])))
+    tally.add(commit(rt, run_id, version, ChunkOutcome(failures=[failure]), task))
+
+
+def _start_line(rt: Runtime, predictor: Predictor, run_id: str, where: str, total: int, done: int) -> None:
+    from inference.modelinfo import model_id
+
+    encoder = predictor.encoder
+    log.info(
+        "run %s %s: model %s, version %s, device %s, dtype %s, token budget %s padded tokens per forward pass "
+        "(at most %s tickets), chunks of %s tickets, %s tickets (%s done before)",
+        run_id,
+        where,
+        model_id(rt.settings.model_dir),
+        predictor.version,
+        encoder.device_type,
+        encoder.dtype_name,
+        f"{encoder.max_batch_tokens:,}",
+        f"{encoder.max_batch_size:,}",
+        f"{rt.settings.chunk_size:,}",
+        f"{total:,}",
+        f"{done:,}",
+    )
 
 
 def _pages(
@@ -105,6 +181,7 @@ def _pages(
         after = page[-1][0]
 
 
+@timed_step("infer_shard", shard_arg=2)
 def infer_shard(settings: Settings, run_id: str, shard: int, predictor: Predictor | None = None) -> InferSummary:
     """Works through the shard's still-planned items in ticket_id order, one committed chunk at a time.
 
@@ -115,15 +192,19 @@ def infer_shard(settings: Settings, run_id: str, shard: int, predictor: Predicto
     """
     with Runtime(settings) as rt:
         predictor = checked_predictor(rt, run_id, predictor)
-        tally = _Tally(InferSummary(run_id, shard))
-        writer = WriteBehind(lambda outcome: tally.add(commit(rt, run_id, predictor.version, outcome)))
+        with rt.engine.connect() as conn:
+            total, done = metrics.shard_progress(conn, run_id, shard)
+        _start_line(rt, predictor, run_id, f"infer_shard shard {shard}", total, done)
+        task = TaskInfo("infer_shard", shard, utcnow())
+        tally = _Tally(InferSummary(run_id, shard), Progress(run_id, "infer_shard", shard, total, done))
+        writer = WriteBehind(lambda outcome: tally.add(commit(rt, run_id, predictor.version, outcome, task)))
         try:
             for page, prepared in prefetched(_pages(rt, predictor, run_id, shard)):
                 for ticket_id, attempts in page:
                     if attempts >= settings.max_attempts:
-                        _crashed_too_often(rt, run_id, predictor.version, ticket_id, tally)
+                        _crashed_too_often(rt, run_id, predictor.version, ticket_id, tally, task)
                     elif attempts > 0:
-                        process(rt, predictor, run_id, [ticket_id], tally)
+                        process(rt, predictor, run_id, [ticket_id], tally, task)
                 if prepared.ticket_ids:
                     with writing(rt.engine) as conn:
                         items.claim(conn, run_id, prepared.ticket_ids)
@@ -144,6 +225,7 @@ def infer_shard(settings: Settings, run_id: str, shard: int, predictor: Predicto
         return s
 
 
+@timed_step("retry_failed")
 def retry_failed(settings: Settings, run_id: str, predictor: Predictor | None = None) -> RetrySummary:
     """Retries this run's retryable failures one item per forward pass, in float32, with fresh text.
 
@@ -155,6 +237,7 @@ def retry_failed(settings: Settings, run_id: str, predictor: Predictor | None = 
         predictor = checked_predictor(rt, run_id, predictor).for_retry()
         summary = RetrySummary(run_id)
         summary.recovered = load_staged(rt, run_id, predictor.version).settled
+        task = TaskInfo("retry_failed", -1, utcnow())
         tally = _Tally(InferSummary(run_id, -1))
         while summary.passes < settings.max_attempts:
             with rt.engine.connect() as conn:
@@ -162,8 +245,11 @@ def retry_failed(settings: Settings, run_id: str, predictor: Predictor | None = 
             if not ids:
                 break
             summary.passes += 1
+            if summary.passes == 1:
+                _start_line(rt, predictor, run_id, "retry_failed", len(ids), 0)
+            tally.progress = Progress(run_id, f"retry_failed pass {summary.passes}", -1, len(ids))
             for k in range(0, len(ids), settings.chunk_size):
-                process(rt, predictor, run_id, ids[k : k + settings.chunk_size], tally)
+                process(rt, predictor, run_id, ids[k : k + settings.chunk_size], tally, task)
             summary.recovered += load_staged(rt, run_id, predictor.version).settled
         with rt.engine.connect() as conn:
             summary.pending = failures.count_retryable(conn, run_id)

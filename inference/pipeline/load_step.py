@@ -5,6 +5,7 @@ from __future__ import annotations
 from inference.config import Settings
 from inference.modelinfo import model_id
 from inference.pipeline.runtime import Runtime, log
+from inference.pipeline.steptimes import timed_step
 from inference.records import Failure, FailureKind, LoadSummary, SkipReason
 from inference.store import failures, items, runs, staging
 from inference.store.db import utcnow, writing
@@ -13,6 +14,7 @@ from inference.store.schema import ITEM_SKIPPED, ITEM_SUCCEEDED
 from inference.validate import output_checker
 
 
+@timed_step("load_results")
 def load_results(settings: Settings, run_id: str) -> LoadSummary:
     with Runtime(settings) as rt:
         with rt.engine.connect() as conn:

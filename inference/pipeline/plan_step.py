@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from inference.config import Settings
 from inference.options import RunOptions
 from inference.pipeline.runtime import Runtime, log
+from inference.pipeline.steptimes import timed_step
 from inference.plan import Candidate, needs_work, shard_count, split_shards
 from inference.records import ShardSpec, SkipReason, SourceTicket
 from inference.store import failures, items, runs
@@ -19,6 +20,7 @@ from inference.window import Window
 PAGE = 1000
 
 
+@timed_step("plan_run")
 def plan_run(settings: Settings, run_id: str, window: Window, options: RunOptions | None = None) -> list[ShardSpec]:
     """Repeatable: planning the same run again replaces its previous plan (nothing was inferred yet).
 

@@ -142,7 +142,53 @@ inference_staging = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
 )
 
-OUR_TABLES = (ticket_results, ticket_failures, inference_runs, inference_run_items, inference_staging)
+# What a run did over time (the run report, `python -m inference report`): one row per committed chunk of
+# infer_shard / retry_failed, and one per step invocation. Counts, timings and histograms only, never text.
+inference_chunks = sa.Table(
+    "inference_chunks",
+    metadata,
+    sa.Column("run_id", RUN_ID, primary_key=True),
+    sa.Column("step", sa.String(32), primary_key=True),  # infer_shard or retry_failed
+    sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),  # -1 for retry_failed
+    sa.Column("step_started_at", UTCDateTime, primary_key=True),  # the task invocation this chunk belongs to
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),  # 1, 2, ... within that invocation
+    sa.Column("committed_at", UTCDateTime, nullable=False),
+    sa.Column("tickets", sa.Integer, nullable=False),
+    sa.Column("staged", sa.Integer, nullable=False),
+    sa.Column("failed", sa.Integer, nullable=False),
+    sa.Column("skipped", sa.Integer, nullable=False),
+    sa.Column("truncated", sa.Integer, nullable=False),
+    sa.Column("uncertain", sa.Integer, nullable=False),
+    sa.Column("real_tokens", BIGINT, nullable=False),
+    sa.Column("padded_tokens", BIGINT, nullable=False),
+    sa.Column("model_seconds", sa.Float, nullable=False),
+    sa.Column("batch_sizes", sa.JSON, nullable=False),  # rows per successful forward pass, in order
+    sa.Column("token_lengths", sa.JSON, nullable=False),  # {tokens: tickets} of the staged results
+    sa.Column("categories", sa.JSON, nullable=False),  # {label: tickets} of the staged results ({} without the head)
+)
+
+inference_steps = sa.Table(
+    "inference_steps",
+    metadata,
+    sa.Column("run_id", RUN_ID, primary_key=True),
+    sa.Column("step", sa.String(32), primary_key=True),
+    sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),  # -1 for steps that are not per shard
+    sa.Column("started_at", UTCDateTime, primary_key=True),
+    sa.Column("finished_at", UTCDateTime),  # NULL: still running, or the process died
+    sa.Column("status", sa.String(16), nullable=False),  # running, succeeded, failed
+    sa.Column("error", sa.String(200)),  # the error's class (and our own message), never row contents
+    sa.CheckConstraint("status IN ('running', 'succeeded', 'failed')", name="ck_inference_steps_status"),
+)
+
+OUR_TABLES = (
+    ticket_results,
+    ticket_failures,
+    inference_runs,
+    inference_run_items,
+    inference_staging,
+    inference_chunks,
+    inference_steps,
+)
 
 
 SCHEMA_LOCK_KEY = 7_316_402_911  # any constant: serialises concurrent first-time CREATE TABLE on PostgreSQL

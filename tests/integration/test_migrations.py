@@ -195,8 +195,8 @@ def db(url: str, *args: str) -> int:
 
 
 def test_head_is_the_last_revision_and_history_is_linear():
-    assert migrate.revisions() == ["0001", "0002", "0003"]
-    assert HEAD == "0003"
+    assert migrate.revisions() == ["0001", "0002", "0003", "0004"]
+    assert HEAD == "0004"
 
 
 def test_upgrade_from_b508944_with_data_then_down_and_up(empty_url, engine, capsys):
@@ -222,6 +222,7 @@ def test_upgrade_from_b508944_with_data_then_down_and_up(empty_url, engine, caps
     after = snapshot(engine)
     assert [r["embedding_dim"] for r in after["inference_staging"]] == [None]
     assert after["inference_batches"] == after["inference_batch_requests"] == []
+    assert after["inference_chunks"] == after["inference_steps"] == []
     assert as_before(after, before) == before
     assert schema_diff(engine) == []
 

@@ -1,0 +1,405 @@
+"""Collect a run's report from the run tables and compute it with pandas.
+
+The database does the per-ticket work (GROUP BY over the run's items and failures); pandas then works on small
+frames only: one row per committed chunk (a 1M-ticket run in chunks of 2,048 has ~500), its batch sizes (one per
+forward pass), and histograms keyed by token length and by category. Memory therefore does not grow with the
+number of tickets. Nothing here reads ticket text or outputs: IDs, counts, timings, token lengths and labels.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from typing import Any
+
+import sqlalchemy as sa
+
+from inference.errors import RunNotFound
+from inference.report.timing import MODEL_STEPS, cost_per_1000, per_second, spans, timing
+from inference.store import metrics
+from inference.store import schema as s
+
+STEP_ORDER = ("plan_run", "infer_shard", "load_results", "retry_failed", "finish_run")
+TRAILING_NIGHTS = 30
+DRIFT_THRESHOLD = 0.10  # total variation distance between category shares that the report flags
+
+
+def latest_run_id(conn: sa.Connection) -> str | None:
+    r = s.inference_runs.c
+    return conn.scalar(sa.select(r.run_id).order_by(r.planned_at.desc()).limit(1))
+
+
+def build(engine: sa.Engine, run_id: str | None = None, *, price_per_device_hour: float = 0.0,
+          max_batch_size: int | None = None, trailing: int = TRAILING_NIGHTS) -> dict[str, Any]:
+    """The report of `run_id` (default: the latest run) as plain JSON-able values."""
+    import pandas as pd  # noqa: F401 - fail here, not halfway, when pandas is missing
+
+    with engine.connect() as conn:
+        if run_id is None:
+            run_id = latest_run_id(conn)
+            if run_id is None:
+                raise RunNotFound("no run has been recorded yet (inference_runs is empty)")
+        run = conn.execute(sa.select(s.inference_runs).where(s.inference_runs.c.run_id == run_id)).first()
+        step_rows = spans(metrics.steps(conn, run_id))
+        if run is None:
+            if not step_rows:
+                raise RunNotFound(f"run {run_id!r} has not been recorded (no row in inference_runs or inference_steps)")
+            return _unplanned(run_id, step_rows)
+        states = _states(conn, run_id)
+        failures = _failures(conn, run_id)
+        model_tickets = metrics.model_tickets(conn, run_id)
+        chunk_rows = metrics.chunks(conn, [run_id])
+        history = _history(conn, run, trailing)
+
+    t = timing(step_rows)
+    chunks = _chunk_frame(chunk_rows)
+    report: dict[str, Any] = {
+        "run": _run_section(run),
+        "counts": _counts(run, states),
+        "steps": _steps(t),
+        "model": _model(run, t, model_tickets),
+        "chunks": _chunk_throughput(chunks),
+        "batch_sizes": _batch_sizes(chunks, max_batch_size),
+        "token_lengths": _token_lengths(chunks),
+        "failures": failures,
+        "outputs": _outputs(chunks),
+        "categories": _categories(run_id, chunks, history),
+        "cost": _cost(t, run, model_tickets, price_per_device_hour),
+    }
+    return report
+
+
+# --- queries (aggregated in the database) -------------------------------------------------------------------
+
+
+def _states(conn: sa.Connection, run_id: str) -> list[dict]:
+    i = s.inference_run_items.c
+    stmt = (
+        sa.select(i.status, i.reason, sa.func.count())
+        .where(i.run_id == run_id)
+        .group_by(i.status, i.reason)
+        .order_by(i.status, i.reason)
+    )
+    return [{"state": st, "reason": reason, "tickets": int(n)} for st, reason, n in conn.execute(stmt)]
+
+
+def _failures(conn: sa.Connection, run_id: str) -> list[dict]:
+    f = s.ticket_failures.c
+    stmt = (
+        sa.select(f.error_class, f.status, sa.func.count(), sa.func.max(f.attempt))
+        .where(f.run_id == run_id)
+        .group_by(f.error_class, f.status)
+        .order_by(f.error_class, f.status)
+    )
+    return [
+        {"error_class": ec, "status": st, "tickets": int(n), "max_attempt": int(a or 0)}
+        for ec, st, n, a in conn.execute(stmt)
+    ]
+
+
+def _history(conn: sa.Connection, run: sa.Row, trailing: int) -> list[dict]:
+    """The runs before this one (by window, then plan time) that staged something, oldest first, with their
+    category counts and uncertain and staged totals from their chunks."""
+    r, c = s.inference_runs.c, s.inference_chunks.c
+    before = sa.or_(
+        r.window_start < run.window_start, sa.and_(r.window_start == run.window_start, r.planned_at < run.planned_at)
+    )
+    prior = list(
+        conn.execute(
+            sa.select(r.run_id, r.window_start)
+            .where(before, r.status != "dry_run", r.succeeded > 0)
+            .order_by(r.window_start.desc(), r.planned_at.desc())
+            .limit(trailing)
+        )
+    )
+    if not prior:
+        return []
+    totals: dict[str, dict] = {
+        p.run_id: {"run_id": p.run_id, "window_start": p.window_start, "categories": Counter(), "uncertain": 0, "staged": 0}
+        for p in prior
+    }
+    for row in metrics.chunks(conn, list(totals), ["run_id", "categories", "uncertain", "staged"]):
+        entry = totals[row.run_id]
+        entry["categories"].update({k: int(v) for k, v in (row.categories or {}).items()})
+        entry["uncertain"] += row.uncertain
+        entry["staged"] += row.staged
+    return sorted((e for e in totals.values() if e["staged"]), key=lambda e: e["window_start"])
+
+
+# --- frames and sections ------------------------------------------------------------------------------------
+
+
+def _chunk_frame(rows: list[sa.Row]):
+    import pandas as pd
+
+    columns = [c.name for c in s.inference_chunks.columns]
+    frame = pd.DataFrame([tuple(r) for r in rows], columns=columns)
+    if frame.empty:
+        frame["seconds"] = pd.Series(dtype=float)
+        return frame
+    frame = frame.sort_values(["committed_at", "seq"]).reset_index(drop=True)
+    # A chunk's wall time: since the previous commit of the same task invocation (the first: since it started).
+    previous = frame.groupby(["step", "shard", "step_started_at"])["committed_at"].shift(1)
+    previous = previous.fillna(frame["step_started_at"])
+    frame["seconds"] = (frame["committed_at"] - previous).dt.total_seconds().clip(lower=0)
+    return frame
+
+
+def _run_section(run: sa.Row) -> dict:
+    finished = run.finished_at
+    return {
+        "run_id": run.run_id,
+        "status": run.status,
+        "window_start": _iso(run.window_start),
+        "window_end": _iso(run.window_end),
+        "model_version": run.model_version,
+        "options": run.options or {},
+        "shards": run.shards,
+        "planned_at": _iso(run.planned_at),
+        "finished_at": _iso(finished),
+        "wall_seconds": round((finished - run.planned_at).total_seconds(), 3) if finished else None,
+        "error": run.error,
+    }
+
+
+def _counts(run: sa.Row, states: list[dict]) -> dict:
+    by_state: dict[str, int] = {}
+    for entry in states:
+        by_state[entry["state"]] = by_state.get(entry["state"], 0) + entry["tickets"]
+    items = sum(by_state.values())
+    return {
+        "backlog": items if items else run.backlog,
+        "by_state": dict(sorted(by_state.items())),
+        "by_reason": [e for e in states if e["reason"] is not None],
+        # what finish_run recorded (zero until it ran)
+        "recorded": {"backlog": run.backlog, "succeeded": run.succeeded, "failed": run.failed, "skipped": run.skipped},
+    }
+
+
+def _steps(t) -> list[dict]:
+    names = [n for n in STEP_ORDER if n in t.invocations] + sorted(set(t.invocations) - set(STEP_ORDER))
+    return [
+        {
+            "step": name,
+            "invocations": t.invocations[name],
+            "unfinished": t.unfinished.get(name, 0),
+            "wall_seconds": round(t.per_step.get(name, 0.0), 3),
+        }
+        for name in names
+    ]
+
+
+def _model(run: sa.Row, t, model_tickets: int) -> dict:
+    return {
+        "tickets": model_tickets,
+        "real_tokens": int(run.real_tokens),
+        "padded_tokens": int(run.padded_tokens),
+        "padding_efficiency": round(run.real_tokens / run.padded_tokens, 4) if run.padded_tokens else None,
+        "model_seconds": round(run.device_seconds, 3),  # the encoder's own time (inference_runs.device_seconds)
+        "model_wall_seconds": round(t.model_wall_seconds, 3),  # while at least one model task ran
+        "device_seconds": round(t.device_seconds, 3),  # model tasks' wall time added up
+        "model_busy_share": round(run.device_seconds / t.device_seconds, 4) if t.device_seconds else None,
+        "tickets_per_second": per_second(model_tickets, t.model_wall_seconds),
+        "tokens_per_second": per_second(run.real_tokens, t.model_wall_seconds),
+        "model_steps": list(MODEL_STEPS),
+    }
+
+
+def _chunk_throughput(frame) -> dict:
+    if frame.empty:
+        return {"chunks": 0, "series": [], "tickets_per_second": {}}
+    rate = (frame["tickets"] / frame["seconds"].where(frame["seconds"] > 0)).round(2)
+    tokens = (frame["real_tokens"] / frame["seconds"].where(frame["seconds"] > 0)).round(1)
+    series = [
+        {
+            "n": k + 1,
+            "step": step,
+            "shard": int(shard),
+            "tickets": int(tickets),
+            "seconds": round(float(seconds), 3),
+            "model_seconds": round(float(model_s), 3),
+            "tickets_per_second": None if r != r else float(r),  # NaN -> None
+            "tokens_per_second": None if tk != tk else float(tk),
+        }
+        for k, (step, shard, tickets, seconds, model_s, r, tk) in enumerate(
+            zip(
+                frame["step"],
+                frame["shard"],
+                frame["tickets"],
+                frame["seconds"],
+                frame["model_seconds"],
+                rate,
+                tokens,
+                strict=True,
+            )
+        )
+    ]
+    return {
+        "chunks": len(frame),
+        "series": series,
+        "tickets_per_second": _describe(rate.dropna()),
+        "model_share_of_chunk_time": round(float(frame["model_seconds"].sum() / frame["seconds"].sum()), 4)
+        if frame["seconds"].sum() > 0
+        else None,
+    }
+
+
+def _batch_sizes(frame, cap: int | None) -> dict:
+    import pandas as pd
+
+    sizes = pd.Series([n for batch in frame.get("batch_sizes", []) for n in batch], dtype="int64")
+    if sizes.empty:
+        return {"batches": 0}
+    counts = sizes.value_counts().sort_index()
+    return {
+        "batches": int(sizes.size),
+        "tickets": int(sizes.sum()),
+        "mean": round(float(sizes.mean()), 2),
+        **{k: v for k, v in _describe(sizes).items() if k != "mean"},
+        "cap": cap,
+        "at_cap_share": round(float((sizes >= cap).mean()), 4) if cap else None,
+        "histogram": _buckets(counts),
+    }
+
+
+def _token_lengths(frame) -> dict:
+    import pandas as pd
+
+    counts: Counter = Counter()
+    for histogram in frame.get("token_lengths", []):
+        counts.update({int(k): int(v) for k, v in histogram.items()})
+    if not counts:
+        return {"tickets": 0}
+    series = pd.Series(counts).sort_index()
+    total = int(series.sum())
+    return {
+        "tickets": total,
+        "mean": round(float((series.index.to_numpy() * series.to_numpy()).sum() / total), 2),
+        **{f"p{q}": _weighted_quantile(series, q / 100) for q in (10, 50, 90, 99)},
+        "max": int(series.index.max()),
+        "histogram": _buckets(series),
+    }
+
+
+def _outputs(frame) -> dict:
+    staged = int(frame["staged"].sum()) if not frame.empty else 0
+    truncated = int(frame["truncated"].sum()) if not frame.empty else 0
+    uncertain = int(frame["uncertain"].sum()) if not frame.empty else 0
+    return {
+        "staged": staged,
+        "truncated": truncated,
+        "truncated_share": round(truncated / staged, 4) if staged else None,
+        "uncertain": uncertain,
+        "uncertain_share": round(uncertain / staged, 4) if staged else None,
+    }
+
+
+def _categories(run_id: str, frame, history: list[dict]) -> dict:
+    import pandas as pd
+
+    mine: Counter = Counter()
+    for histogram in frame.get("categories", []):
+        mine.update({k: int(v) for k, v in histogram.items()})
+    staged = int(frame["staged"].sum()) if not frame.empty else 0
+    uncertain = int(frame["uncertain"].sum()) if not frame.empty else 0
+    if not mine and not history:
+        return {"labelled": 0}
+    nights = pd.DataFrame(
+        [{**e["categories"], "_run": e["run_id"]} for e in history] + [{**mine, "_run": run_id}]
+    ).set_index("_run").fillna(0)
+    shares = nights.div(nights.sum(axis=1).where(nights.sum(axis=1) > 0), axis=0).fillna(0)
+    this = shares.loc[run_id] if mine else None
+    trailing = shares.drop(index=run_id).mean() if history else None
+    result: dict[str, Any] = {
+        "labelled": int(sum(mine.values())),
+        "counts": dict(sorted(mine.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "shares": _rounded(this) if this is not None else {},
+        "trailing_nights": len(history),
+        "trailing_shares": _rounded(trailing) if trailing is not None else {},
+        "uncertain_share": round(uncertain / staged, 4) if staged else None,
+        "trailing_uncertain_share": round(
+            sum(e["uncertain"] for e in history) / sum(e["staged"] for e in history), 4
+        )
+        if history
+        else None,
+        "history": [
+            {"run_id": e["run_id"], "window_start": _iso(e["window_start"]), "shares": _rounded(shares.loc[e["run_id"]])}
+            for e in history
+        ],
+    }
+    if this is not None and trailing is not None:
+        delta = (this - trailing).round(4)
+        tvd = round(float((this - trailing).abs().sum() / 2), 4)
+        result["drift"] = {
+            "total_variation": tvd,
+            "threshold": DRIFT_THRESHOLD,
+            "flagged": tvd > DRIFT_THRESHOLD,
+            "delta": {k: float(v) for k, v in delta.sort_values(key=abs, ascending=False).items()},
+        }
+    return result
+
+
+def _cost(t, run: sa.Row, model_tickets: int, price: float) -> dict:
+    return {
+        "price_per_device_hour": price or None,
+        "device_hours": round(t.device_seconds / 3600, 6),
+        "total": round(price * t.device_seconds / 3600, 6) if price else None,
+        "per_1000_tickets": cost_per_1000(t.device_seconds, model_tickets, price),
+        # what it would cost if the device were billed only while the model ran (a lower bound)
+        "per_1000_tickets_model_time_only": cost_per_1000(run.device_seconds, model_tickets, price),
+    }
+
+
+def _unplanned(run_id: str, step_rows) -> dict[str, Any]:
+    """A run that some step recorded but plan never did: it failed before planning."""
+    t = timing(step_rows)
+    first = min(sp.started_at for sp in step_rows)
+    return {
+        "run": {"run_id": run_id, "status": "failed before planning", "planned_at": None, "started_at": _iso(first)},
+        "steps": _steps(t),
+    }
+
+
+# --- helpers ------------------------------------------------------------------------------------------------
+
+
+def _describe(values) -> dict:
+    if len(values) == 0:
+        return {}
+    q = values.quantile([0.1, 0.5, 0.9])
+    return {
+        "mean": round(float(values.mean()), 2),
+        "p10": round(float(q.loc[0.1]), 2),
+        "p50": round(float(q.loc[0.5]), 2),
+        "p90": round(float(q.loc[0.9]), 2),
+        "min": round(float(values.min()), 2),
+        "max": round(float(values.max()), 2),
+    }
+
+
+def _weighted_quantile(counts, q: float) -> int:
+    """The value at quantile q of a histogram (index: value, values: how many)."""
+    cumulative = counts.cumsum()
+    return int(counts.index[int((cumulative >= q * cumulative.iloc[-1]).to_numpy().argmax())])
+
+
+def _buckets(counts, buckets: int = 16) -> list[dict]:
+    """A histogram (index: value, values: how many) regrouped into at most `buckets` equal-width ranges."""
+    import math
+
+    lo, hi = int(counts.index.min()), int(counts.index.max())
+    width = max(1, math.ceil((hi - lo + 1) / buckets))
+    out: list[dict] = []
+    for start in range(lo, hi + 1, width):
+        stop = start + width - 1
+        n = int(counts[(counts.index >= start) & (counts.index <= stop)].sum())
+        out.append({"from": start, "to": stop, "count": n})
+    return out
+
+
+def _rounded(series) -> dict[str, float]:
+    return {str(k): round(float(v), 4) for k, v in series.sort_values(ascending=False).items()}
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
