@@ -37,7 +37,7 @@ def main() -> int:
 
     Encoder.forward = forward
     totals = infer_shard(settings_from_env(), run_id, shard)
-    print(json.dumps(totals), flush=True)
+    print(json.dumps(totals.as_dict()), flush=True)
     return 0
 
 
