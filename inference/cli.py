@@ -84,25 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", help="run ID (default: cli__<date>__<UTC timestamp>)")
     _add_run_options(run)
 
-    bench = sub.add_parser("bench", help="throughput against peers, write rates, end to end, memory (BENCHMARKS.md)")
-    bench.add_argument("--tickets", type=_positive, default=2000, help="texts for the engine comparison (2000)")
-    bench.add_argument(
-        "--repeat", type=_positive, default=3, help="runs of sentence-transformers and ours; the best counts (3)"
-    )
-    bench.add_argument("--one-by-one", type=int, default=300, help="texts for the one-per-forward peer (300; 0 skips)")
-    bench.add_argument(
-        "--budgets", type=_int_list, default=[512, 1024, 2048, 4096, 8192], help="token budgets to sweep"
-    )
-    bench.add_argument("--db-rows", type=int, default=20000, help="result rows for the write-rate test (0 skips)")
-    bench.add_argument("--e2e-tickets", type=int, default=20000, help="tickets for the end-to-end run (0 skips)")
-    bench.add_argument("--memory", type=_int_list, default=[5000, 50000], help="shard sizes for peak RSS ('' skips)")
-    bench.add_argument("--memory-seq-length", type=_positive, default=32, help="max tokens per ticket in the RSS runs")
-    bench.add_argument(
-        "--pg-url",
-        default="postgresql+psycopg2://postgres@127.0.0.1:5432/postgres",
-        help="admin URL of a PostgreSQL server: each part creates and drops its own database",
-    )
-    bench.add_argument("--json", help="also write the full report here")
+    bench = sub.add_parser("bench", help="throughput against peers, write rates, load, memory, overhead (BENCHMARKS.md)")
+    from inference.bench.cli_args import add_arguments as add_bench_arguments
+
+    add_bench_arguments(bench)
 
     ev = sub.add_parser("eval", help="category accuracy on a labelled set (default: the held-out evaluation set)")
     ev.add_argument("--set", default="eval", help="eval, dev, or a JSON Lines file of labelled tickets")

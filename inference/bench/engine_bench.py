@@ -1,7 +1,9 @@
 """Our engine against the usual ways of running the same model on the same texts, in one process.
 
 (a) one ticket per forward pass, (b) fixed batches of 32 in arrival order padded to the batch's
-longest, (c) sentence-transformers `encode(batch_size=32)` (sorts by character length), (d) ours.
+longest, (c) sentence-transformers `encode()` (sorts by character length) at each batch size of a sweep,
+the best of which is the peer, (d) ours. Also: where ours spends its time (tokenizer against model), whether
+the model waits for the tokenizer when both overlap as in infer_shard, and int8 dynamic quantisation.
 """
 
 from __future__ import annotations
@@ -98,21 +100,17 @@ def fixed_batches(tokenizer, encoder: Encoder, texts: Sequence[str], size: int =
 
 
 def sentence_transformers(
-    model_dir: str, texts: Sequence[str], encoder: Encoder, batch_size: int = 32, repeat: int = 1
+    model_dir: str, texts: Sequence[str], encoder: Encoder, batch_size: int = 32, repeat: int = 1, st=None
 ) -> Result:
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise RuntimeError("the benchmark compares with sentence-transformers: pip install -e '.[test]'") from exc
-    st = SentenceTransformer(model_dir, device=str(encoder.loaded.device))
-    st.max_seq_length = encoder.loaded.max_length
+    if st is None:
+        st = load_sentence_transformer(model_dir, encoder)
     st.encode(list(texts[:64]), batch_size=batch_size)  # warm-up, as for every contender
     runs = [
         _timed(lambda: st.encode(list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False))
         for _ in range(max(1, repeat))
     ]
     emb, seconds = min(runs, key=lambda r: r[1])  # best of `repeat`, as for ours
-    # Its padding, reconstructed: sorted by character length, batches of 32, padded to each batch's longest.
+    # Its padding, reconstructed: sorted by character length, batches of batch_size, padded to each batch's longest.
     lengths = [len(x) for x in encoder.tokenize(texts)[0]]
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     padded = sum(
@@ -121,6 +119,24 @@ def sentence_transformers(
     )
     name = f"sentence-transformers encode(batch_size={batch_size})"
     return Result(name, len(texts), seconds, sum(lengths), padded, emb)
+
+
+def load_sentence_transformer(model_dir: str, encoder: Encoder):
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise RuntimeError("the benchmark compares with sentence-transformers: pip install -e '.[test]'") from exc
+    st = SentenceTransformer(model_dir, device=str(encoder.loaded.device))
+    st.max_seq_length = encoder.loaded.max_length
+    return st
+
+
+def sentence_transformers_sweep(
+    model_dir: str, texts: Sequence[str], encoder: Encoder, batch_sizes: Sequence[int], repeat: int = 1
+) -> list[Result]:
+    """The peer at each batch size (tuned like ours: its best counts, not its default)."""
+    st = load_sentence_transformer(model_dir, encoder)
+    return [sentence_transformers(model_dir, texts, encoder, size, repeat, st) for size in batch_sizes]
 
 
 def ours(encoder: Encoder, texts: Sequence[str], chunk: int, repeat: int = 1) -> Result:
@@ -160,3 +176,54 @@ def cosine_min(a: np.ndarray, b: np.ndarray) -> float:
 
 def padding_of_plan(lengths: Sequence[int], budget: int, size: int, multiple: int) -> float:
     return padding_efficiency(lengths, plan_batches(lengths, budget, size, multiple))
+
+
+def time_split(encoder: Encoder, texts: Sequence[str], chunk: int) -> dict:
+    """Where ours spends its time: the tokenizer alone, the model alone (on the same ids), and both overlapped
+    as infer_shard runs them (tokenizing the next chunk on a thread while the model runs): model_busy is the
+    model's share of that wall time, 1.0 when the model never waits for the tokenizer."""
+    from inference.pipeline.overlap import prefetched
+
+    chunks = [texts[k : k + chunk] for k in range(0, len(texts), chunk)]
+    t0 = time.perf_counter()
+    tokenized = [encoder.tokenize(c) for c in chunks]
+    tokenize_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model_s = sum(encoder.encode_ids(ids, truncated).seconds for ids, truncated in tokenized)
+    model_wall = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    busy = sum(encoder.encode_ids(ids, tr).seconds for ids, tr in prefetched(encoder.tokenize(c) for c in chunks))
+    overlapped = time.perf_counter() - t0
+    return {
+        "texts": len(texts),
+        "tokenize_seconds": round(tokenize_s, 3),
+        "model_seconds": round(model_wall, 3),
+        "tokenizer_share": round(tokenize_s / (tokenize_s + model_wall), 4),
+        "overlapped_seconds": round(overlapped, 3),
+        "model_busy": round(busy / overlapped, 4),
+        "model_seconds_inside": round(model_s, 3),
+    }
+
+
+def int8_comparison(settings, texts: Sequence[str], chunk: int, repeat: int = 2) -> dict:
+    """float32 against INFERENCE_QUANTIZE=int8 (dynamic int8 Linear layers) on the same texts: speed
+    (best of `repeat`, the two alternated) and how far the int8 embeddings move (cosine to float32)."""
+    fp32 = Encoder.from_settings(settings.replace(quantize="none"))
+    int8 = Encoder.from_settings(settings.replace(quantize="int8"))
+    fp32.encode(texts[:64])
+    int8.encode(texts[:64])
+    a = b = None
+    for _ in range(max(1, repeat)):
+        ra, rb = ours(fp32, texts, chunk), ours(int8, texts, chunk)
+        a = ra if a is None or ra.seconds < a.seconds else a
+        b = rb if b is None or rb.seconds < b.seconds else b
+    cos = F.cosine_similarity(torch.from_numpy(a.embeddings), torch.from_numpy(b.embeddings), dim=1).numpy()
+    return {
+        "texts": len(texts),
+        "float32_texts_per_s": round(a.texts_per_s, 2),
+        "int8_texts_per_s": round(b.texts_per_s, 2),
+        "int8_over_float32": round(b.texts_per_s / a.texts_per_s, 2),
+        "cosine_min": round(float(cos.min()), 4),
+        "cosine_p01": round(float(np.percentile(cos, 1)), 4),
+        "cosine_mean": round(float(cos.mean()), 4),
+    }

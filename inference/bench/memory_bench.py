@@ -1,55 +1,59 @@
-"""Peak RSS of one infer_shard process against its shard size: the child runs infer_shard only, so
-its peak is the inference task's own (the parent seeds and plans).
-
-python -m inference.bench.memory_bench --db URL --run-id R --shard 0   prints {"peak_rss_mib": ...}
+"""Peak RSS of each step, each in a fresh process that ran only that step (VmHWM, see inference.bench.rss):
+plan_run, infer_shard (one shard holding the whole backlog), load_results and finish_run, for shards of
+several sizes and for huge tickets. Flat means: the peak does not grow with the shard or with the tickets'
+size beyond a bounded window.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import resource
-import subprocess
-import sys
+import datetime as dt
+import os
 
-from inference.config import Settings, settings_from_env
-from inference.options import RunOptions
-from inference.pipeline import plan_run
-from inference.seed import seed_backlog
+from inference.bench.rss import run_step
+from inference.bench.scratchdb import scratch_database
+from inference.bench.seeding import copy_tickets, huge_tickets, seed_mix
 from inference.store.db import make_engine
-from inference.window import Window
+from inference.window import window_for_date
+
+DATE = dt.date(2026, 11, 30)
+STEPS = ("plan_run", "infer_shard", "load_results", "finish_run")
 
 
-def child() -> None:
-    from inference.pipeline import infer_shard
-
-    p = argparse.ArgumentParser()
-    p.add_argument("--db", required=True)
-    p.add_argument("--run-id", required=True)
-    p.add_argument("--shard", type=int, default=0)
-    args = p.parse_args()
-    totals = infer_shard(settings_from_env(db_url=args.db), args.run_id, args.shard)
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"staged": totals.staged, "peak_rss_mib": round(peak_kib / 1024, 1)}))
-
-
-def peak_rss(db_url: str, tickets: int, window: Window, settings: Settings, env: dict) -> dict:
-    engine = make_engine(db_url)
-    try:
-        seed_backlog(engine, tickets, [window], seed=3)
-    finally:
-        engine.dispose()
-    run_id = f"bench-memory-{tickets}"
-    plan_run(settings.replace(db_url=db_url), run_id, window, RunOptions(shards=1))
-    proc = subprocess.run(
-        [sys.executable, "-m", "inference.bench.memory_bench", "--db", db_url, "--run-id", run_id],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    return {"tickets": tickets, **json.loads(proc.stdout.strip().splitlines()[-1])}
+def _steps(url: str, run_id: str, engine: str, env: dict) -> dict:
+    out = {}
+    out["plan_run"] = run_step("plan_run", url, run_id, "--date", DATE.isoformat(), "--shards", "1", env=env)
+    out["infer_shard"] = run_step("infer_shard", url, run_id, "--shard", "0", "--engine", engine, env=env)
+    out["load_results"] = run_step("load_results", url, run_id, env=env)
+    out["finish_run"] = run_step("finish_run", url, run_id, env=env)
+    return {
+        "staged": out["infer_shard"]["result"]["staged"],
+        "peak_rss_mib": {k: v["peak_rss_mib"] for k, v in out.items()},
+        "seconds": {k: v["seconds"] for k, v in out.items()},
+    }
 
 
-if __name__ == "__main__":
-    child()
+def peak_rss(pg_url: str, tickets: int, engine: str, env: dict, huge_bytes: int = 0) -> dict:
+    """One shard of `tickets` tickets (the demo mix, or all of `huge_bytes` characters each)."""
+    with scratch_database(pg_url, "inference_bench_mem") as url:
+        db = make_engine(url)
+        try:
+            if huge_bytes:
+                copy_tickets(db, huge_tickets(tickets, huge_bytes), window_for_date(DATE))
+            else:
+                seed_mix(db, tickets, window_for_date(DATE), seed=3)
+        finally:
+            db.dispose()
+        found = _steps(url, f"bench-memory-{tickets}", engine, env)
+    return {"tickets": tickets, "ticket_bytes": huge_bytes or None, "engine": engine, **found}
+
+
+def memory(pg_url: str, sizes, huge, huge_bytes: int, engine: str, env_overrides: dict, log) -> dict:
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", **env_overrides}
+    out = {"engine": engine, "env": env_overrides, "shards": [], "huge": []}
+    for n in sizes:
+        log(f"memory: a {n}-ticket shard ({engine})")
+        out["shards"].append(peak_rss(pg_url, n, engine, env))
+    for n in huge:
+        log(f"memory: {n} tickets of {huge_bytes:,} characters ({engine})")
+        out["huge"].append(peak_rss(pg_url, n, engine, {**os.environ, "TOKENIZERS_PARALLELISM": "false"}, huge_bytes))
+    return out

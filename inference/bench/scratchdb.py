@@ -16,12 +16,13 @@ def unique_name(prefix: str) -> str:
     return f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
 
 
-def create_database(admin_url: str, name: str) -> str:
-    """CREATE DATABASE `name`; returns its URL (the admin URL with the database swapped)."""
+def create_database(admin_url: str, name: str, template: str | None = None) -> str:
+    """CREATE DATABASE `name` (a copy of `template` when given); returns its URL (the admin URL with the
+    database swapped)."""
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")))
     finally:
         admin.dispose()
     return sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
@@ -37,11 +38,20 @@ def drop_database(admin_url: str, name: str) -> None:
         admin.dispose()
 
 
+def database_exists(admin_url: str, name: str) -> bool:
+    admin = sa.create_engine(admin_url)
+    try:
+        with admin.connect() as conn:
+            return bool(conn.scalar(sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}))
+    finally:
+        admin.dispose()
+
+
 @contextlib.contextmanager
-def scratch_database(admin_url: str, prefix: str) -> Iterator[str]:
-    """A fresh database for the block, dropped afterwards; yields its URL."""
+def scratch_database(admin_url: str, prefix: str, template: str | None = None) -> Iterator[str]:
+    """A fresh database for the block (a copy of `template` when given), dropped afterwards; yields its URL."""
     name = unique_name(prefix)
-    url = create_database(admin_url, name)
+    url = create_database(admin_url, name, template)
     try:
         yield url
     finally:

@@ -1,0 +1,91 @@
+"""One pipeline step in a fresh process, for the benchmarks: prints one JSON line with the step's wall time,
+its summary (counts only) and the process's peak RSS (VmHWM: this process did nothing but this step).
+
+python -m inference.bench.step_child STEP --db URL --run-id R [--shard K] [--engine model|standin|instant]
+    [--date YYYY-MM-DD] [--shards N] [--fail-every N]
+STEP: plan_run, infer_shard, load_results, has_retries, retry_failed, finish_run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import time
+
+ENGINES = ("model", "standin", "instant")
+
+
+def predictor_for(settings, engine: str, fail_every: int = 0):
+    """None (the step loads the real model itself), the stand-in encoder with the real heads, or instant."""
+    if engine == "model":
+        return None
+    from inference.modelinfo import model_version
+
+    version = model_version(settings)
+    if engine == "standin":
+        from inference.engine.standin import StandInEncoder
+        from inference.predictor import build_predictor
+
+        return build_predictor(settings, StandInEncoder(max_length=settings.max_seq_length), version)
+    from inference.bench.instant import instant_predictor
+
+    return instant_predictor(settings, version, fail_every)
+
+
+def run(args) -> dict:
+    from inference import pipeline
+    from inference.config import settings_from_env
+    from inference.errors import RunFailed
+    from inference.options import RunOptions
+    from inference.window import window_for_date
+
+    settings = settings_from_env(db_url=args.db)
+    started = time.perf_counter()
+    if args.step == "plan_run":
+        options = RunOptions(shards=args.shards) if args.shards else None
+        window = window_for_date(dt.date.fromisoformat(args.date))
+        specs = pipeline.plan_run(settings, args.run_id, window, options)
+        result = {"shards": len(specs), "tickets": sum(s.tickets for s in specs)}
+    elif args.step == "infer_shard":
+        predictor = predictor_for(settings, args.engine, args.fail_every)
+        result = pipeline.infer_shard(settings, args.run_id, args.shard, predictor=predictor).as_dict()
+    elif args.step == "retry_failed":
+        result = pipeline.retry_failed(settings, args.run_id, predictor=predictor_for(settings, args.engine)).as_dict()
+    elif args.step == "load_results":
+        result = pipeline.load_results(settings, args.run_id).as_dict()
+    elif args.step == "has_retries":
+        result = {"retries": pipeline.has_retries(settings, args.run_id)}
+    elif args.step == "finish_run":
+        try:
+            summary = pipeline.finish_run(settings, args.run_id)
+        except RunFailed as exc:
+            summary = exc.summary
+        keys = ("status", "backlog", "succeeded", "failed", "skipped", "housekeeping")
+        result = {k: summary.get(k) for k in keys}
+    else:
+        raise SystemExit(f"unknown step {args.step}")
+    seconds = time.perf_counter() - started
+    return {"step": args.step, "shard": args.shard, "seconds": round(seconds, 3), "result": result}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("step")
+    p.add_argument("--db", required=True)
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--shard", type=int, default=-1)
+    p.add_argument("--engine", choices=ENGINES, default="model")
+    p.add_argument("--date", default="2026-11-30")
+    p.add_argument("--shards", type=int, default=0)
+    p.add_argument("--fail-every", type=int, default=0)
+    args = p.parse_args()
+    out = run(args)
+    from inference.bench.rss import peak_rss_mib
+
+    out["peak_rss_mib"] = peak_rss_mib()
+    print(json.dumps(out, default=str))
+
+
+if __name__ == "__main__":
+    main()
