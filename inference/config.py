@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from inference.batchapi.settings import BatchSettings, batch_from_env
 from inference.errors import ConfigError
 from inference.settings_spec import (
     DEFAULT_MAX_SEQ_LENGTH,
@@ -31,7 +32,7 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZE = ("none", "int8")
 HEADS = ("embedding", "category", "summary")
-SUMMARIES = ("extractive", "abstractive")
+SUMMARIES = ("extractive", "abstractive", "batch_api")
 
 
 def default_db_url() -> str:
@@ -188,7 +189,8 @@ class Settings:
     summary: str = env(
         "INFERENCE_SUMMARY",
         "extractive",
-        "`abstractive` needs INFERENCE_SUMMARY_MODEL; part of the model version",
+        "`abstractive` needs INFERENCE_SUMMARY_MODEL; `batch_api` (a provider's Batch API) needs INFERENCE_BATCH_MODEL; "
+        "part of the model version",
         choices=SUMMARIES,
     )
     summary_model: str | None = env(
@@ -229,12 +231,15 @@ class Settings:
         shown="~/.cache/ticket-batch-inference",
     )
     source: SourceColumns = field(default_factory=SourceColumns)
+    batch: BatchSettings = field(default_factory=BatchSettings)  # INFERENCE_BATCH_*, for INFERENCE_SUMMARY=batch_api
 
     def __post_init__(self) -> None:
         check_fields(self)
         object.__setattr__(self, "heads", parse_heads(self.heads))
         if self.summary == "abstractive" and "summary" in self.heads and not self.summary_model:
             raise ConfigError("INFERENCE_SUMMARY=abstractive needs INFERENCE_SUMMARY_MODEL (a local model directory)")
+        if self.summary == "batch_api" and "summary" in self.heads:
+            self.batch.require_model()
         if not self.db_url or "://" not in self.db_url:
             raise ConfigError(
                 "TICKETS_DB_URL must be a SQLAlchemy URL such as "
@@ -267,7 +272,7 @@ def source_from_env(env: Mapping[str, str]) -> SourceColumns:
 def settings_from_env(env: Mapping[str, str] | None = None, **overrides) -> Settings:
     """Build settings from environment variables; keyword overrides win (CLI flags, DAG params)."""
     env = os.environ if env is None else env
-    values = {**values_from_env(Settings, env), "source": source_from_env(env)}
+    values = {**values_from_env(Settings, env), "source": source_from_env(env), "batch": batch_from_env(env)}
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values)
 

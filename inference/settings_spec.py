@@ -166,10 +166,12 @@ def check_fields(obj) -> None:
 
 def variables() -> list[Env]:
     """Every environment variable the library and its Airflow adapters read, in documentation order."""
+    from inference.batchapi.settings import BatchSettings
     from inference.config import Settings, SourceColumns
     from inference.settings_deploy import AlertSettings, RoutingSettings
 
-    return [spec for cls in (Settings, SourceColumns, RoutingSettings, AlertSettings) for _, spec in env_fields(cls)]
+    classes = (Settings, SourceColumns, BatchSettings, RoutingSettings, AlertSettings)
+    return [spec for cls in classes for _, spec in env_fields(cls)]
 
 
 # --------------------------------------------------------------------------------------------------------

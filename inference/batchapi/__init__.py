@@ -7,6 +7,8 @@ The steps, each repeatable and safe to run twice:
     load_results    the pipeline's own step: validate, upsert with the usual guards
     submit_run      again, for the retry branch: failed requests go out in new, smaller batches
     run_cost        tokens and cost per 1,000 tickets for the run's summary
+`advance` is one turn of that loop, run by both drivers: the deferrable DAG task (`summarize_batch`, waiting
+in the triggerer between turns) and `run_batches` (one process: the CLI's `run` through `summarize_all`).
 Offline: export_requests / import_results (`python -m inference batch-file export|import`).
 
 Never imports Airflow; `openai` only when a client is made. Exports are lazy.
@@ -36,6 +38,13 @@ _EXPORTS = {
     "run_cost": "inference.batchapi.cost",
     "run_batches": "inference.batchapi.driver",
     "DriveSummary": "inference.batchapi.driver",
+    "advance": "inference.batchapi.driver",
+    "Step": "inference.batchapi.driver",
+    "Wait": "inference.batchapi.driver",
+    "summarize_batch": "inference.batchapi.step",
+    "summarize_all": "inference.batchapi.step",
+    "batch_context": "inference.batchapi.step",
+    "cost_summary": "inference.batchapi.step",
     "export_requests": "inference.batchapi.offline",
     "import_results": "inference.batchapi.offline",
     "ImportSummary": "inference.batchapi.offline",

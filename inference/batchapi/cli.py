@@ -46,8 +46,14 @@ def main(settings, args) -> int:
     from inference.batchapi.offline import export_requests, import_results
     from inference.batchapi.settings import BatchSettings, parse_extra_body, read_prompt
     from inference.batchapi.submit import BatchContext
+    from inference.errors import ConfigError
     from inference.pipeline.runtime import Runtime
 
+    if tuple(settings.heads) != ("summary",):
+        raise ConfigError(
+            "batch-file exports summary requests only: set INFERENCE_HEADS=summary (the DAG and `run` combine "
+            "the Batch API's summaries with the local model's other outputs)"
+        )
     if args.batch_command == "export":
         run_id = args.run_id or _plan(settings, args.date)
         batch = BatchSettings(

@@ -17,11 +17,11 @@ from inference.batchapi.client import BatchClient, BatchInfo
 from inference.batchapi.requestfile import private_dir, version_tag
 from inference.batchapi.resultfile import PartOutcome, ResultReader
 from inference.batchapi.submit import BatchContext
-from inference.records import StagedResult
+from inference.records import Failure, FailureKind, StagedResult
 from inference.store import batches, failures, items, runs, staging
 from inference.store.batch_tables import PART_COLLECTED, PART_SUBMITTED
 from inference.store.db import utcnow, writing
-from inference.store.schema import ITEM_STAGED
+from inference.store.schema import FAILURE_PENDING, ITEM_STAGED
 
 log = logging.getLogger("inference.batchapi")
 RESULT = "result"  # a member's outcome when its reply was staged
@@ -147,17 +147,26 @@ def apply_outcome(
             return False
         version = runs.get_run(conn, run_id).model_version
         members = {m.ticket_id: m for m in batches.members(conn, run_id, part)}
-        open_ = items.lock_open_items(conn, run_id, list(members))
+        open_ = batches.lock_waiting(conn, run_id, list(members), ctx.after_encoder)
         replies = {t: r for t, r in outcome.replies.items() if t in members}
         fails = [f for f in outcome.failures if f.ticket_id in members]
-        staged = [
-            _staged(run_id, members[t], reply.summary, reply.input_tokens, version, now)
-            for t, reply in sorted(replies.items())
-            if t in open_
-        ]
-        staging.stage(conn, staged)
-        items.set_items(conn, run_id, [r.ticket_id for r in staged], ITEM_STAGED, None)
-        failures.record_failures(conn, run_id, version, [f for f in fails if f.ticket_id in open_], ctx.max_attempts)
+        if ctx.after_encoder:
+            stale = _fill(conn, run_id, members, {t: r for t, r in replies.items() if t in open_})
+            replies = {t: r for t, r in replies.items() if t not in {f.ticket_id for f in stale}}
+            fails += stale
+        else:
+            staged = [
+                _staged(run_id, members[t], reply.summary, reply.input_tokens, version, now)
+                for t, reply in sorted(replies.items())
+                if t in open_
+            ]
+            staging.stage(conn, staged)
+            items.set_items(conn, run_id, [r.ticket_id for r in staged], ITEM_STAGED, None)
+        statuses = failures.record_failures(
+            conn, run_id, version, [f for f in fails if f.ticket_id in open_], ctx.max_attempts
+        )
+        if ctx.after_encoder:  # a pending failure keeps its encoder outputs staged for the next round
+            staging.unstage(conn, run_id, [t for t, status in statuses.items() if status != FAILURE_PENDING])
         batches.set_outcomes(
             conn,
             run_id,
@@ -183,6 +192,18 @@ def apply_outcome(
             output_tokens=outcome.output_tokens if output_tokens is None else output_tokens,
         )
     return True
+
+
+def _fill(conn, run_id: str, members: dict, replies: dict) -> list[Failure]:
+    """After the encoder: each reply fills the summary of the row staged from the very text it was asked
+    for. A reply whose row holds other text (edited in between) fails `stale_input`, and that row goes."""
+    filled = batches.fill_summaries(
+        conn, run_id, [(t, members[t].content_hash, reply.summary) for t, reply in sorted(replies.items())]
+    )
+    items.set_items(conn, run_id, sorted(filled), ITEM_STAGED, None)  # a resent summary: failed -> staged
+    stale = [Failure(t, members[t].content_hash, FailureKind.STALE_INPUT) for t in sorted(set(replies) - filled)]
+    staging.unstage(conn, run_id, [f.ticket_id for f in stale])
+    return stale
 
 
 def _staged(run_id: str, member, summary: str, input_tokens: int | None, version: str, now: dt.datetime):

@@ -10,6 +10,7 @@ and finds the work done; no part is ever submitted twice.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import uuid
 from dataclasses import dataclass
@@ -20,8 +21,8 @@ import sqlalchemy as sa
 from inference.batchapi.client import BatchApiUnavailable, BatchClient, BatchInfo
 from inference.batchapi.requestfile import Request, build_request, open_private, private_dir, split_parts
 from inference.batchapi.settings import BatchSettings
-from inference.records import SkipReason
-from inference.store import batches, items, runs
+from inference.records import Failure, FailureKind, SkipReason
+from inference.store import batches, failures, items, runs, staging
 from inference.store.batch_tables import (
     PART_COLLECTED,
     PART_EXPORTED,
@@ -31,7 +32,7 @@ from inference.store.batch_tables import (
     create_batch_tables,
 )
 from inference.store.db import utcnow, writing
-from inference.store.schema import ITEM_SKIPPED
+from inference.store.schema import ITEM_FAILED, ITEM_SKIPPED
 from inference.store.source import Source
 
 log = logging.getLogger("inference.batchapi")
@@ -41,12 +42,18 @@ FIND_LOOKBACK_SECONDS = 3600  # how far before the part's intent a batch with it
 
 @dataclass(frozen=True)
 class BatchContext:
-    """What every backend step needs; `max_attempts` is INFERENCE_MAX_ATTEMPTS (dead-letter bound)."""
+    """What every backend step needs; `max_attempts` is INFERENCE_MAX_ATTEMPTS (dead-letter bound).
+
+    `after_encoder`: other heads are configured, so the encoder pass has staged their outputs with the
+    summary missing; requests go out for those staged rows (the text the encoder saw) and replies fill
+    them in. Otherwise the summary is the only output: requests go out for the planned items and replies
+    are staged as whole rows."""
 
     engine: sa.Engine
     source: Source
     settings: BatchSettings
     max_attempts: int = 3
+    after_encoder: bool = False
 
     def ensure_tables(self) -> None:
         create_batch_tables(self.engine)
@@ -74,6 +81,27 @@ def prepare_parts(ctx: BatchContext, run_id: str, mode: str = "api") -> list[int
     return new
 
 
+@dataclass(frozen=True)
+class _Waiting:
+    """An item waiting for a request: its batch round, whether sending it counts an attempt, and (after
+    the encoder) the text its staged outputs were computed from."""
+
+    ticket_id: str
+    round: int
+    claim: bool
+    staged: tuple[str, dt.datetime] | None = None  # (content_hash, source_updated_at)
+
+
+def _waiting_page(ctx: BatchContext, conn: sa.Connection, run_id: str, after: str) -> list[_Waiting]:
+    if not ctx.after_encoder:  # each submission is an attempt: it is all the work the item gets
+        return [_Waiting(t, n, True) for t, n in batches.sendable_items(conn, run_id, after, PAGE)]
+    # The encoder pass already counted the item's attempt; resending a failed summary counts another.
+    return [
+        _Waiting(r.ticket_id, r.rounds, r.status == ITEM_FAILED, (r.content_hash, r.source_updated_at))
+        for r in batches.summaries_to_send(conn, run_id, after, PAGE)
+    ]
+
+
 def _prepare_one(ctx: BatchContext, run_id: str, mode: str) -> int | None:
     settings = ctx.settings
     with writing(ctx.engine) as conn:
@@ -81,36 +109,44 @@ def _prepare_one(ctx: BatchContext, run_id: str, mode: str) -> int | None:
         version = runs.get_run(conn, run_id).model_version
         part = batches.next_part(conn, run_id)
         chosen: list[Request] = []
+        claimed: list[str] = []
         skipped: dict[SkipReason, list[str]] = {}
+        stale: list[Failure] = []
         after, retry_round, limit, size = "", 0, settings.max_requests, 0
         while True:
-            page = batches.sendable_items(conn, run_id, after, PAGE)
+            page = _waiting_page(ctx, conn, run_id, after)
             if not page:
                 break
-            if not chosen and not skipped:  # the part's round: attempts its items had (retries: smaller parts)
-                retry_round = max(n for _, n in page)
+            if not chosen and not skipped and not stale:  # the part's round (retries: smaller parts)
+                retry_round = max(w.round for w in page)
                 limit = settings.part_limit(retry_round)
-            current = ctx.source.by_ids(conn, [t for t, _ in page])
+            current = ctx.source.by_ids(conn, [w.ticket_id for w in page])
             full = False
-            for ticket_id, _ in page:
-                ticket = current.get(ticket_id)
+            for waiting in page:
+                ticket = current.get(waiting.ticket_id)
                 built = build_request(ticket, settings, version) if ticket else SkipReason.DELETED
                 if isinstance(built, SkipReason):
-                    skipped.setdefault(built, []).append(ticket_id)
+                    skipped.setdefault(built, []).append(waiting.ticket_id)
                     continue
                 request = built[0]
+                if waiting.staged is not None and waiting.staged != (request.content_hash, request.source_updated_at):
+                    # edited since the encoder read it: a summary of the new text would not match its outputs
+                    stale.append(Failure(waiting.ticket_id, waiting.staged[0], FailureKind.STALE_INPUT))
+                    continue
                 if chosen and (len(chosen) >= limit or size + request.size > settings.max_bytes):
                     full = True
                     break
                 split_parts([request], limit, settings.max_bytes)  # refuses a request larger than a file
                 chosen.append(request)
+                if waiting.claim:
+                    claimed.append(waiting.ticket_id)
                 size += request.size
             if full:
                 break
-            after = page[-1][0]
+            after = page[-1].ticket_id
         for reason, ids in skipped.items():
-            open_ = items.lock_open_items(conn, run_id, ids)
-            items.set_items(conn, run_id, [t for t in ids if t in open_], ITEM_SKIPPED, reason)
+            _skip(ctx, conn, run_id, ids, reason)
+        _fail_stale(ctx, conn, run_id, version, stale)
         if not chosen:
             return None
         now = utcnow()
@@ -140,15 +176,38 @@ def _prepare_one(ctx: BatchContext, run_id: str, mode: str) -> int | None:
                 for r in chosen
             ],
         )
-        items.claim(conn, run_id, [r.ticket_id for r in chosen])  # an attempt per submission
+        items.claim(conn, run_id, claimed)  # an attempt per submission (after the encoder: per resubmission)
     log.info("run %s: part %d (round %d) holds %d requests", run_id, part, retry_round, len(chosen))
     return part
 
 
+def _skip(ctx: BatchContext, conn: sa.Connection, run_id: str, ids: list[str], reason: SkipReason) -> None:
+    """Deleted or emptied since planning: no request; after the encoder, its staged outputs go too."""
+    open_ = batches.lock_waiting(conn, run_id, ids, ctx.after_encoder)
+    gone = [t for t in ids if t in open_]
+    items.set_items(conn, run_id, gone, ITEM_SKIPPED, reason)
+    if ctx.after_encoder:
+        staging.unstage(conn, run_id, gone)
+
+
+def _fail_stale(ctx: BatchContext, conn: sa.Connection, run_id: str, version: str, stale: list[Failure]) -> None:
+    """Edited since the encoder read it: the staged outputs go, the item fails as `stale_input` and the
+    retry branch computes everything again from the new text."""
+    if not stale:
+        return
+    open_ = batches.lock_waiting(conn, run_id, [f.ticket_id for f in stale], ctx.after_encoder)
+    stale = [f for f in stale if f.ticket_id in open_]
+    failures.record_failures(conn, run_id, version, stale, ctx.max_attempts)
+    staging.unstage(conn, run_id, [f.ticket_id for f in stale])
+    log.info("run %s: %d tickets edited since the encoder read them go down the retry branch", run_id, len(stale))
+
+
 def write_part_file(ctx: BatchContext, run_id: str, part: int, path: Path) -> tuple[int, int] | None:
     """Writes the part's request file (0600) from its members and their current text; returns (requests,
-    bytes), or None when the part was sent meanwhile. Members edited since they were recorded are recorded again with the new text (nothing was
-    sent yet); deleted or emptied ones leave the part and are skipped with their reason."""
+    bytes), or None when the part was sent meanwhile. Members edited since they were recorded are recorded
+    again with the new text (nothing was sent yet), or, after the encoder, leave the part and fail as
+    `stale_input` (their staged outputs describe the old text); deleted or emptied ones leave the part and
+    are skipped with their reason."""
     settings = ctx.settings
     with writing(ctx.engine) as conn:
         row = batches.lock_part(conn, run_id, part)
@@ -156,7 +215,7 @@ def write_part_file(ctx: BatchContext, run_id: str, part: int, path: Path) -> tu
             return None  # another copy of the task has uploaded it meanwhile
         version = runs.get_run(conn, run_id).model_version
         recorded = {m.ticket_id: m for m in batches.members(conn, run_id, part)}
-        changed, gone, count, size = [], {}, 0, 0
+        changed, gone, stale, count, size = [], {}, [], 0, 0
         with open_private(path) as fh:
             for page in _pages(sorted(recorded)):
                 current = ctx.source.by_ids(conn, page)
@@ -168,7 +227,14 @@ def write_part_file(ctx: BatchContext, run_id: str, part: int, path: Path) -> tu
                         continue
                     request, line = built
                     old = recorded[ticket_id]
-                    if (old.content_hash, old.source_updated_at) != (request.content_hash, request.source_updated_at):
+                    edited = (old.content_hash, old.source_updated_at) != (
+                        request.content_hash,
+                        request.source_updated_at,
+                    )
+                    if edited and ctx.after_encoder:
+                        stale.append(Failure(ticket_id, old.content_hash, FailureKind.STALE_INPUT))
+                        continue
+                    if edited:
                         changed.append(
                             dict(
                                 ticket_id=ticket_id,
@@ -184,8 +250,9 @@ def write_part_file(ctx: BatchContext, run_id: str, part: int, path: Path) -> tu
         batches.update_members(conn, run_id, part, changed)
         for reason, ids in gone.items():
             batches.drop_members(conn, run_id, part, ids)
-            open_ = items.lock_open_items(conn, run_id, ids)
-            items.set_items(conn, run_id, [t for t in ids if t in open_], ITEM_SKIPPED, reason)
+            _skip(ctx, conn, run_id, ids, reason)
+        batches.drop_members(conn, run_id, part, [f.ticket_id for f in stale])
+        _fail_stale(ctx, conn, run_id, version, stale)
         values: dict = dict(request_count=count, request_bytes=size)
         if count == 0:
             values.update(state=PART_COLLECTED, collected_at=utcnow())
@@ -248,9 +315,7 @@ def _record_submitted(conn: sa.Connection, run_id: str, part: int, info: BatchIn
     )
 
 
-def _seconds(n: int):
-    import datetime as dt
-
+def _seconds(n: int) -> dt.timedelta:
     return dt.timedelta(seconds=n)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import sqlalchemy as sa
 
+from inference.heads import summary_batch
 from inference.heads.base import Checker, EncodedChunk, Head, HeadOutput, OutputColumn
 from inference.records import FailureKind
 
@@ -68,6 +69,8 @@ class SummaryHead(Head):
     columns = (OutputColumn("summary", sa.Text()),)
 
     def fingerprint(self, settings) -> dict:
+        if settings.summary == summary_batch.BATCH_API:
+            return summary_batch.fingerprint(settings)
         out: dict = {"summary": settings.summary}
         if settings.summary == "abstractive":
             from inference.modelinfo import weights_fingerprint
@@ -77,6 +80,8 @@ class SummaryHead(Head):
         return out
 
     def build(self, settings, encoder):
+        if settings.summary == summary_batch.BATCH_API:
+            return summary_batch.Deferred()  # filled in by the Batch API step
         if settings.summary != "abstractive":
             return _Extractive()
         from inference.engine.generate import Summarizer

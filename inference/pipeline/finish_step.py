@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from inference.batchapi.step import cost_summary
 from inference.config import Settings
 from inference.errors import RunFailed
 from inference.pipeline.runtime import Runtime, log
@@ -79,6 +80,8 @@ def finish_run(settings: Settings, run_id: str) -> dict:
             "device_seconds": round(steps.device_seconds, 3),
             "cost_per_1000_tickets": cost_per_1000(steps.device_seconds, model_tickets, settings.device_hour_price),
         }
+        with rt.engine.connect() as conn:  # the Batch API's tokens and cost, next to the device-seconds
+            summary.update(cost_summary(conn, run_id, settings))
         _log_summary(summary)
         if error:
             raise RunFailed(f"run {run_id}: {error}", {**summary, "error": error})

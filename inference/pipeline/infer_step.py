@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from inference.config import Settings
 from inference.errors import ModelChanged
+from inference.heads.summary_batch import needs_encoder
 from inference.options import options_from_record
 from inference.pipeline.load_step import load_staged
 from inference.pipeline.overlap import WriteBehind, prefetched
@@ -190,6 +191,8 @@ def infer_shard(settings: Settings, run_id: str, shard: int, predictor: Predicto
     Items a dead process had taken to the model are redone one at a time, so an item that kills the
     process is isolated; after INFERENCE_MAX_ATTEMPTS such deaths it is dead-lettered unseen.
     """
+    if not needs_encoder(settings):  # every output comes from the Batch API (the batch step sends them)
+        return InferSummary(run_id, shard)
     with Runtime(settings) as rt:
         predictor = checked_predictor(rt, run_id, predictor)
         with rt.engine.connect() as conn:
@@ -233,6 +236,8 @@ def retry_failed(settings: Settings, run_id: str, predictor: Predictor | None = 
     so the loop always ends. Successes are loaded at once (and so is anything a killed earlier try
     of this task had staged).
     """
+    if not needs_encoder(settings):  # every output comes from the Batch API: its next round resends them
+        return RetrySummary(run_id)
     with Runtime(settings) as rt:
         predictor = checked_predictor(rt, run_id, predictor).for_retry()
         summary = RetrySummary(run_id)

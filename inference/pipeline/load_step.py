@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from inference.config import Settings
+from inference.heads.summary_batch import waiting_columns
 from inference.modelinfo import model_id
 from inference.pipeline.runtime import Runtime, log
 from inference.pipeline.steptimes import timed_step
@@ -31,6 +32,7 @@ def load_staged(rt: Runtime, run_id: str, version: str) -> LoadSummary:
     """
     settings = rt.settings
     check, mid = output_checker(settings), model_id(settings.model_dir)
+    waiting = waiting_columns(settings)  # filled in later by the Batch API step: such rows stay staged
     totals = LoadSummary(run_id)
     after = ""
     while True:
@@ -38,6 +40,10 @@ def load_staged(rt: Runtime, run_id: str, version: str) -> LoadSummary:
             page = staging.staged_page(conn, run_id, after, settings.chunk_size)
         if not page:
             break
+        after = page[-1].ticket_id
+        page = [r for r in page if all(r.outputs.get(c) is not None for c in waiting)]
+        if not page:
+            continue
         with rt.engine.connect() as conn:
             latest = rt.source.versions(conn, [r.ticket_id for r in page])
         now, valid, invalid, deleted = utcnow(), [], [], []
@@ -68,7 +74,6 @@ def load_staged(rt: Runtime, run_id: str, version: str) -> LoadSummary:
             failures.record_failures(conn, run_id, version, invalid, settings.max_attempts)
             staging.unstage(conn, run_id, [r.ticket_id for r in page])
         totals.add(LoadSummary(run_id, len(written), len(unchanged), len(superseded), len(invalid), len(deleted)))
-        after = page[-1].ticket_id
     log.info(
         "run %s load: %d written, %d already current, %d superseded by newer results, %d invalid",
         run_id,

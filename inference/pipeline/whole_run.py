@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from inference.config import Settings
+from inference.heads.summary_batch import needs_encoder, uses_batch_api
 from inference.options import RunOptions
 from inference.pipeline.finish_step import finish_run
 from inference.pipeline.infer_step import infer_shard, retry_failed
@@ -11,6 +14,9 @@ from inference.pipeline.plan_step import plan_run
 from inference.predictor import Predictor
 from inference.window import Window
 
+if TYPE_CHECKING:
+    from inference.batchapi.client import BatchClient
+
 
 def run_window(
     settings: Settings,
@@ -18,17 +24,38 @@ def run_window(
     window: Window,
     options: RunOptions | None = None,
     predictor: Predictor | None = None,
+    batch_client: BatchClient | None = None,
 ) -> dict:
-    """Raises RunFailed (with the summary) when finish_run does; the model is loaded once for all shards."""
+    """Raises RunFailed (with the summary) when finish_run does; the model is loaded once for all shards.
+    With INFERENCE_SUMMARY=batch_api the summaries come from the Batch API (`batch_client`, else one from the
+    SDK's environment), waiting in this process where the DAG defers to the triggerer."""
     shards = plan_run(settings, run_id, window, options)
-    if shards and predictor is None:
+    if shards and predictor is None and needs_encoder(settings):
         from inference.modelinfo import model_version
         from inference.predictor import load_predictor
 
         predictor = load_predictor(settings, model_version(settings))
     for shard in shards:
         infer_shard(settings, run_id, shard.shard, predictor=predictor)
+    if shards:
+        _summarize(settings, run_id, batch_client)
     load_results(settings, run_id)
     if has_retries(settings, run_id):
         retry_failed(settings, run_id, predictor=predictor)
+        _summarize(settings, run_id, batch_client)
     return finish_run(settings, run_id)
+
+
+def _summarize(settings: Settings, run_id: str, client: BatchClient | None) -> None:
+    """The DAG's summarize_batch / summarize_retries in one process: every Batch API round of the run."""
+    if not uses_batch_api(settings):
+        return
+    from inference.batchapi.step import client_from_environment, summarize_all
+
+    own = client is None
+    client = client_from_environment() if own else client
+    try:
+        summarize_all(settings, run_id, client)
+    finally:
+        if own:
+            client.close()

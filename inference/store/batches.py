@@ -51,6 +51,90 @@ def sendable_items(conn: sa.Connection, run_id: str, after: str, limit: int) -> 
     return [(t, n) for t, n in conn.execute(stmt)]
 
 
+def summaries_to_send(conn: sa.Connection, run_id: str, after: str, limit: int) -> list[sa.Row]:
+    """When the encoder computes the other outputs: the run's staged rows still without a summary whose item
+    waits for one (staged, or failed with a retry pending) and is in no open part. In ticket_id order, with
+    the text the encoder saw (content_hash, source_updated_at), the item's status and how many parts the
+    ticket was sent in before (its batch round)."""
+    i, f, st = s.inference_run_items.c, s.ticket_failures.c, s.inference_staging.c
+    sent_before = (
+        sa.select(sa.func.count())
+        .where(R.run_id == st.run_id, R.ticket_id == st.ticket_id)
+        .correlate(s.inference_staging)
+        .scalar_subquery()
+    )
+    in_open_part = (
+        sa.select(sa.literal(1))
+        .select_from(inference_batch_requests.join(inference_batches, sa.and_(B.run_id == R.run_id, B.part == R.part)))
+        .where(R.run_id == st.run_id, R.ticket_id == st.ticket_id, B.state != PART_COLLECTED)
+        .exists()
+    )
+    stmt = (
+        sa.select(st.ticket_id, st.content_hash, st.source_updated_at, i.status, sent_before.label("rounds"))
+        .select_from(
+            s.inference_staging.join(
+                s.inference_run_items, sa.and_(i.run_id == st.run_id, i.ticket_id == st.ticket_id)
+            ).outerjoin(s.ticket_failures, sa.and_(f.run_id == st.run_id, f.ticket_id == st.ticket_id))
+        )
+        .where(
+            st.run_id == run_id,
+            st.ticket_id > after,
+            st.summary.is_(None),
+            sa.or_(i.status == s.ITEM_STAGED, sa.and_(i.status == s.ITEM_FAILED, f.status == s.FAILURE_PENDING)),
+            ~in_open_part,
+        )
+        .order_by(st.ticket_id)
+        .limit(limit)
+    )
+    return list(conn.execute(stmt))
+
+
+def lock_waiting(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str], after_encoder: bool) -> set[str]:
+    """Of these items, those still waiting for a summary, locked for this transaction: planned or failed
+    (summary only), staged or failed (the summary joins what the encoder staged)."""
+    if not after_encoder:
+        from inference.store import items
+
+        return items.lock_open_items(conn, run_id, ticket_ids)
+    i = s.inference_run_items.c
+    waiting: set[str] = set()
+    for page in in_pages(ticket_ids):
+        stmt = (
+            sa.select(i.ticket_id)
+            .where(
+                i.run_id == run_id,
+                i.ticket_id.in_(sa.bindparam("ids", expanding=True)),
+                i.status.in_([s.ITEM_STAGED, s.ITEM_FAILED]),
+            )
+            .order_by(i.ticket_id)
+            .with_for_update()
+        )
+        waiting.update(conn.scalars(stmt, {"ids": page}))
+    return waiting
+
+
+def fill_summaries(conn: sa.Connection, run_id: str, replies: Sequence[tuple[str, str, str]]) -> set[str]:
+    """(ticket_id, content_hash, summary): fills the summary of the staged row computed from exactly that
+    text, where it is still missing. Returns the tickets whose row took it (any other reply never lands)."""
+    st = s.inference_staging.c
+    expected = {t: digest for t, digest, _ in replies}
+    find = sa.select(st.ticket_id, st.content_hash).where(
+        st.run_id == run_id, st.ticket_id.in_(sa.bindparam("ids", expanding=True)), st.summary.is_(None)
+    )
+    matching = set()
+    for page in in_pages(expected):
+        matching.update(t for t, digest in conn.execute(find, {"ids": page}) if expected[t] == digest)
+    rows = [{"b_ticket_id": t, "b_summary": summary} for t, _, summary in replies if t in matching]
+    if rows:
+        stmt = (
+            sa.update(s.inference_staging)
+            .where(st.run_id == run_id, st.ticket_id == sa.bindparam("b_ticket_id"))
+            .values(summary=sa.bindparam("b_summary"))
+        )
+        conn.execute(stmt, rows)
+    return matching
+
+
 def next_part(conn: sa.Connection, run_id: str) -> int:
     last = conn.scalar(sa.select(sa.func.max(B.part)).where(B.run_id == run_id))
     return 0 if last is None else last + 1

@@ -65,3 +65,17 @@ def item_states(engine) -> dict[str, tuple[str, str | None]]:
 def failures_of(engine) -> dict[str, sa.Row]:
     with engine.connect() as conn:
         return {r.ticket_id: r for r in conn.execute(sa.select(ticket_failures))}
+
+
+def misbehave_first(server, behaviour, creates: int = 1) -> None:
+    """The provider misbehaves (`behaviour`) for its first `creates` batches, then behaves: a retry round
+    recovers. Works wherever the batches are created (a DAG run in this process, the CLI's run)."""
+    from tests.support.openai_server import Behaviour
+
+    real = server.create_batch
+
+    def create(body):
+        server.behaviour = behaviour if server.creates < creates else Behaviour()
+        return real(body)
+
+    server.create_batch = create

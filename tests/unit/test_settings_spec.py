@@ -12,6 +12,7 @@ from jsonschema import FormatChecker, validate
 from jsonschema.exceptions import ValidationError
 
 from inference import cli, settings_docs
+from inference.batchapi.settings import BatchSettings
 from inference.config import Settings, SourceColumns, settings_from_env
 from inference.errors import ConfigError, InvalidOptions
 from inference.options import OPTIONS, parse_options
@@ -27,7 +28,7 @@ from inference.settings_spec import (
     variables,
 )
 
-CLASSES = (Settings, SourceColumns, RoutingSettings, AlertSettings)
+CLASSES = (Settings, SourceColumns, BatchSettings, RoutingSettings, AlertSettings)
 OWNER = {spec.name: cls for cls in CLASSES for _, spec in env_fields(cls)}
 
 
@@ -39,7 +40,7 @@ def test_every_setting_is_declared_once():
     assert len(names) == len(set(names)), "a variable is declared twice"
     assert set(names) == set(OWNER)
     undeclared = {f.name for f in dataclasses.fields(Settings)} - {n for n, _ in env_fields(Settings)}
-    assert undeclared == {"source"}, f"Settings fields without a variable: {sorted(undeclared)}"
+    assert undeclared == {"source", "batch"}, f"Settings fields without a variable: {sorted(undeclared)}"
 
 
 @pytest.mark.parametrize("spec", variables(), ids=lambda s: s.name)
