@@ -1,6 +1,10 @@
 """Nightly batch inference over the support-ticket backlog.
 
-plan_run -> infer_shard (mapped, pool `gpu`) -> load_results -> has_retries -> retry_failed -> finish_run
+plan_run -> infer_shard (mapped, pool `gpu`) -> summarize_batch -> load_results -> has_retries -> retry_failed
+    -> summarize_retries -> finish_run
+
+summarize_batch / summarize_retries: the summaries through a provider's Batch API (INFERENCE_SUMMARY=batch_api;
+skipped otherwise), deferrable: they wait in the triggerer, holding no worker slot.
 
 Each night at 02:00 UTC the run for logical date D processes tickets created or updated in
 [D 02:00, D+1 02:00) UTC. Every ticket ends succeeded, failed (typed) or skipped (with a reason);
@@ -24,6 +28,7 @@ from airflow.sdk import (
 from inference_airflow import routing
 from inference_airflow import tasks as steps
 from inference_airflow.alerts import TicketInferenceAlert, run_deadline_missed
+from inference_airflow.batch_task import SummarizeBatchOperator
 from inference_airflow.params import PARAMS
 
 
@@ -79,12 +84,16 @@ def ticket_batch_inference():
     def finish_run(**context) -> dict:
         return steps.finish_run(context)
 
+    # Deferrable; skipped unless INFERENCE_SUMMARY=batch_api. After the shards whatever they staged, even if one failed.
+    summarize = SummarizeBatchOperator(task_id="summarize_batch", trigger_rule=TriggerRule.ALL_DONE)
+    summarize_retries = SummarizeBatchOperator(task_id="summarize_retries")
+
     shards = plan_run()
     loaded = load_results()
-    shards >> infer_shard.expand(shard=shards) >> loaded
+    shards >> infer_shard.expand(shard=shards) >> summarize >> loaded
     retry, finish = retry_failed(), finish_run()
     loaded >> has_retries() >> [retry, finish]
-    retry >> finish
+    retry >> summarize_retries >> finish
 
 
 ticket_batch_inference()

@@ -33,7 +33,8 @@ class BatchesEndedTrigger(BaseTrigger):
     failed `max_errors` times in a row (transient errors are retried with backoff until then).
 
     Event: {"status": "ended" | "deadline" | "error", "run_id", "batches": {id: status}, "pending": [id],
-    "reason": fixed text}.
+    "reason": fixed text, "carry": the `carry` it was given}. `carry` is the waiting task's own state (IDs,
+    times, counts), handed back with the event: `dag.test()` resumes a task with the event alone.
     """
 
     def __init__(
@@ -44,6 +45,7 @@ class BatchesEndedTrigger(BaseTrigger):
         conn_id: str = DEFAULT_CONN_ID,
         poll_seconds: float = 60.0,
         max_errors: int = 10,
+        carry: dict[str, Any] | None = None,
     ):
         super().__init__()
         self.run_id = run_id
@@ -52,6 +54,7 @@ class BatchesEndedTrigger(BaseTrigger):
         self.conn_id = conn_id
         self.poll_seconds = float(poll_seconds)
         self.max_errors = int(max_errors)
+        self.carry = dict(carry or {})
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -63,6 +66,7 @@ class BatchesEndedTrigger(BaseTrigger):
                 "conn_id": self.conn_id,
                 "poll_seconds": self.poll_seconds,
                 "max_errors": self.max_errors,
+                "carry": self.carry,
             },
         )
 
@@ -118,6 +122,7 @@ class BatchesEndedTrigger(BaseTrigger):
                 "batches": dict(statuses),
                 "pending": sorted(pending),
                 "reason": reason,
+                "carry": self.carry,
             }
         )
 

@@ -85,15 +85,27 @@ def test_schedule_is_the_previous_day_at_0200_utc(dag):
 
 def test_task_graph_and_routing(dag):
     tasks = {t.task_id: t for t in dag.tasks}
-    assert set(tasks) == {"plan_run", "infer_shard", "load_results", "has_retries", "retry_failed", "finish_run"}
+    assert set(tasks) == {
+        "plan_run",
+        "infer_shard",
+        "summarize_batch",
+        "load_results",
+        "has_retries",
+        "retry_failed",
+        "summarize_retries",
+        "finish_run",
+    }
     assert tasks["infer_shard"].pool == tasks["retry_failed"].pool == "gpu"
     assert tasks["infer_shard"].queue == tasks["retry_failed"].queue == "gpu"
     assert {t.queue for t in dag.tasks if t.task_id not in ("infer_shard", "retry_failed")} == {"default"}
     assert tasks["plan_run"].downstream_task_ids == {"infer_shard"}
-    assert tasks["infer_shard"].downstream_task_ids == {"load_results"}
+    assert tasks["infer_shard"].downstream_task_ids == {"summarize_batch"}
+    assert tasks["summarize_batch"].downstream_task_ids == {"load_results"}
     assert tasks["load_results"].downstream_task_ids == {"has_retries"}
     assert tasks["has_retries"].downstream_task_ids == {"retry_failed", "finish_run"}
-    assert tasks["retry_failed"].downstream_task_ids == {"finish_run"}
-    assert tasks["load_results"].trigger_rule == "all_done"
+    assert tasks["retry_failed"].downstream_task_ids == {"summarize_retries"}
+    assert tasks["summarize_retries"].downstream_task_ids == {"finish_run"}
+    assert tasks["load_results"].trigger_rule == tasks["summarize_batch"].trigger_rule == "all_done"
+    assert tasks["summarize_retries"].trigger_rule == "all_success"  # skipped with retry_failed
     assert tasks["finish_run"].trigger_rule == "all_done"
     assert all(t.retries >= 1 for t in dag.tasks)

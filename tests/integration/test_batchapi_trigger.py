@@ -53,7 +53,8 @@ def test_fires_once_every_batch_has_ended(server):
 
     assert event["status"] == "ended" and event["pending"] == []
     assert event["batches"] == {i: "completed" for i in ids}
-    assert set(event) == {"status", "run_id", "batches", "pending", "reason"}  # IDs, statuses, fixed text
+    assert set(event) == {"status", "run_id", "batches", "pending", "reason", "carry"}  # IDs, statuses, fixed text
+    assert event["carry"] == {}
 
 
 def test_a_restarted_triggerer_resumes_from_the_serialized_trigger_with_the_same_deadline(server):
