@@ -25,7 +25,7 @@ from airflow.sdk import (
     task,
 )
 
-from inference_airflow import routing
+from inference_airflow import assets, routing
 from inference_airflow import tasks as steps
 from inference_airflow.alerts import TicketInferenceAlert, run_deadline_missed
 from inference_airflow.batch_task import SummarizeBatchOperator
@@ -80,7 +80,8 @@ def ticket_batch_inference():
     def retry_failed(**context) -> dict:
         return steps.retry_failed(context)
 
-    @task(trigger_rule=TriggerRule.ALL_DONE)  # always reconcile, so a broken run fails loudly
+    # always reconcile, so a broken run fails loudly; a successful run updates the asset ticket_results
+    @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[assets.TICKET_RESULTS])
     def finish_run(**context) -> dict:
         return steps.finish_run(context)
 

@@ -1,4 +1,4 @@
-"""`python -m inference seed|run|status|db`: the pipeline's steps without Airflow."""
+"""`python -m inference seed|run|status|retention|db`: the pipeline's steps without Airflow."""
 
 from __future__ import annotations
 
@@ -97,6 +97,18 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--limit", type=_positive, default=10, help="how many runs (default 10)")
 
+    keep = sub.add_parser(
+        "retention",
+        help="mark abandoned runs failed and delete the bookkeeping of old runs (also done by every run's finish)",
+    )
+    keep.add_argument(
+        "--days",
+        type=int,
+        help="keep runs planned within this many days (default: INFERENCE_RETENTION_DAYS; 0 keeps all)",
+    )
+    keep.add_argument("--abandoned-after-hours", type=_positive, help="default: INFERENCE_ABANDONED_AFTER_HOURS")
+    keep.add_argument("--dry-run", action="store_true", help="count what would be deleted; change nothing")
+
     report = sub.add_parser("report", help="a run's report: counts, step times, throughput, batch sizes, drift, cost")
     report.add_argument("run_id", nargs="?", metavar="RUN_ID", help="the run (default: the latest)")
     report.add_argument("--format", choices=("text", "md", "html", "json"), default="text", help="default text")
@@ -127,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from_env(db_url=args.db)
         commands = {"seed": _seed, "run": _run, "status": _status, "bench": _bench, "eval": _eval, "db": _db}
+        commands["retention"] = _retention
         commands["batch-file"] = _batch_file
         commands["report"] = _report_command
         if args.command == "run" and sys.stderr.isatty():
@@ -138,11 +151,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except InferenceError as exc:  # SchemaOutdated, DatabaseUnavailable, ...: the message and what to do
-        print(f"error: {exc}" + (f"\nto fix it: {exc.remedy}" if exc.remedy else ""), file=sys.stderr)
-        return EXIT_FAILED
-    except (RuntimeError, LookupError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return _print_error(exc)
+    except Exception as exc:  # noqa: BLE001 - a database refusing or full: one line, never a row or a traceback
+        from inference.store.db import database_error
+
+        ours = database_error(exc)
+        if ours is not None:
+            return _print_error(ours)
+        if isinstance(exc, RuntimeError | LookupError):
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        raise
+
+
+def _print_error(exc: InferenceError) -> int:
+    print(f"error: {exc}" + (f"\nto fix it: {exc.remedy}" if exc.remedy else ""), file=sys.stderr)
+    return EXIT_FAILED
 
 
 def _batch_file(settings, args) -> int:
@@ -233,6 +257,38 @@ def _eval(settings, args) -> int:
     report = evaluate(settings, args.set)
     print(json.dumps(report, sort_keys=True) if args.json else render(report))
     return 0
+
+
+def _retention(settings, args) -> int:
+    from inference.store import migrate
+    from inference.store.db import check_connection, make_engine
+    from inference.store.retention import Housekeeping, abandon_dead_runs, apply_retention
+
+    days = settings.retention_days if args.days is None else args.days
+    if days < 0:
+        raise ConfigError(f"--days must be 0 or more, got {days}")
+    hours = args.abandoned_after_hours or settings.abandoned_after_hours
+    engine = make_engine(settings.db_url)
+    try:
+        check_connection(engine)
+        migrate.check_current(engine)
+        dead = Housekeeping() if args.dry_run else abandon_dead_runs(engine, after_hours=hours)
+        done = apply_retention(engine, days=days, dry_run=args.dry_run)
+        done.abandoned, done.staging_removed, done.items_replanned = (
+            dead.abandoned,
+            dead.staging_removed,
+            dead.items_replanned,
+        )
+    finally:
+        engine.dispose()
+    print(json.dumps({"retention_days": days, "dry_run": args.dry_run, **done.as_dict()}, sort_keys=True))
+    return 0
+
+
+def _fit_categories(settings, args) -> int:
+    from inference.fit_categories import main as fit_categories
+
+    return fit_categories(settings, args)
 
 
 def _db(settings, args) -> int:

@@ -155,6 +155,22 @@ class Settings:
     max_failure_rate: float = env(
         "INFERENCE_MAX_FAILURE_RATE", 0.05, "failed / backlog above which the run fails", low=0.0, high=1.0
     )
+    retention_days: int = env(
+        "INFERENCE_RETENTION_DAYS",
+        90,
+        "finished runs older than this are deleted with their items, staging and resolved failures by each "
+        "run's finish and `retention` (0: keep forever); open failures (pending, dead-lettered) stay until resolved",
+        low=0,
+        high=36_500,
+    )
+    abandoned_after_hours: int = env(
+        "INFERENCE_ABANDONED_AFTER_HOURS",
+        48,
+        "a run still planned or running this long after it was planned is marked failed and its staged rows "
+        "removed by the next run's finish (its tickets are simply planned again)",
+        low=1,
+        high=8_760,
+    )
     taxonomy_file: str | None = env(
         "INFERENCE_TAXONOMY",
         None,

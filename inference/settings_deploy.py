@@ -97,8 +97,11 @@ class AlertSettings:
         "Slack incoming-webhook connection id",
         group="alerts",
     )
-    webhook_url: str | None = env(
-        "INFERENCE_ALERT_WEBHOOK_URL", None, "URL the JSON payload is POSTed to", kind=str, group="alerts"
+    webhook_conn_id: str = env(
+        "INFERENCE_ALERT_WEBHOOK_CONN_ID",
+        "inference_alert_webhook",
+        "HTTP connection whose host is the URL the JSON payload is POSTed to (headers in its extra)",
+        group="alerts",
     )
 
     def __post_init__(self) -> None:

@@ -31,9 +31,13 @@ def finish_run(settings: Settings, run_id: str) -> dict:
             backlog = sum(counts.values())
             succeeded, failed, skipped = (counts.get(k, 0) for k in (ITEM_SUCCEEDED, ITEM_FAILED, ITEM_SKIPPED))
             unfinished = counts.get(ITEM_PLANNED, 0) + counts.get(ITEM_STAGED, 0)
-            error = None
+            error, remedy, by_shard, unloaded = None, None, {}, 0
             if unfinished or succeeded + failed + skipped != backlog:
+                by_shard, unloaded = items.unfinished_by_shard(conn, run_id)
                 error = f"reconciliation failed: {unfinished} of {backlog} tickets have no final state"
+                if by_shard or unloaded:
+                    error += f" ({_unfinished_text(by_shard, unloaded)})"
+                    remedy = _unfinished_remedy(by_shard, unloaded)
             elif missing_results:
                 error = f"reconciliation failed: {missing_results} succeeded tickets have no result row"
             elif backlog and failed / backlog > settings.max_failure_rate:
@@ -82,10 +86,86 @@ def finish_run(settings: Settings, run_id: str) -> dict:
         }
         with rt.engine.connect() as conn:  # the Batch API's tokens and cost, next to the device-seconds
             summary.update(cost_summary(conn, run_id, settings))
+        if by_shard:
+            summary["unfinished_shards"] = {str(k): n for k, n in by_shard.items()}
+        if unloaded:
+            summary["unloaded"] = unloaded
+        summary["housekeeping"] = _housekeeping(rt, run_id)
         _log_summary(summary)
         if error:
-            raise RunFailed(f"run {run_id}: {error}", {**summary, "error": error})
+            raise RunFailed(f"run {run_id}: {error}", {**summary, "error": error}, remedy=remedy)
         return summary
+
+
+def _task(shard: int) -> str:
+    return f"infer_shard[{shard}]" if shard >= 0 else "retry_failed"
+
+
+def _unfinished_text(by_shard: dict[int, int], unloaded: int) -> str:
+    parts = [f"{_task(k)}: {n} not inferred" for k, n in by_shard.items()]
+    if unloaded:
+        parts.append(f"load_results: {unloaded} staged, not loaded")
+    return ", ".join(parts)
+
+
+def _unfinished_remedy(by_shard: dict[int, int], unloaded: int) -> str:
+    """The fixed "what to do" for tickets left without a final state, naming the tasks to clear."""
+    tasks = [_task(k) for k in by_shard] + (["load_results"] if unloaded else [])
+    named = ", ".join(tasks)
+    advice = "see its log"
+    if by_shard:
+        advice += (
+            "; a model task killed on every try without an error of its own was most likely killed for memory: "
+            "trigger the run again with a lower max_batch_tokens param, or give the worker more memory"
+        )
+    return f"{named} did not finish ({advice}), then clear {named} and finish_run; committed work is kept"
+
+
+def _housekeeping(rt: Runtime, run_id: str) -> dict:
+    """Abandoned runs and retention (inference.store.retention); a failure here never fails the run."""
+    from inference.store.retention import housekeeping
+
+    try:
+        done = housekeeping(
+            rt.engine,
+            retention_days=rt.settings.retention_days,
+            abandoned_after_hours=rt.settings.abandoned_after_hours,
+            by=run_id,
+        )
+    except Exception as exc:  # noqa: BLE001 - logged with its scrubbed text; the run's own result stands
+        log.error("housekeeping failed (%s): %s; the next run tries again", type(exc).__name__, exc)
+        return {"error": type(exc).__name__}
+    return done.as_dict()
+
+
+def mark_failed(settings: Settings, run_id: str, exc: BaseException) -> bool:
+    """Best effort, after a step raised outside Airflow (the CLI): a planned or running run is marked failed
+    with the error's class and fixed "why", so it does not stay `running`. False when that could not be
+    written (the database is down or full): the next run's housekeeping marks it once abandoned."""
+    import sqlalchemy as sa
+
+    from inference.errors import why_of
+    from inference.store.db import database_error, make_engine
+    from inference.store.retention import ACTIVE
+    from inference.store.schema import inference_runs
+
+    cause = database_error(exc) or exc
+    error = f"{type(cause).__name__}: {why_of(cause)}"[:500]
+    engine = make_engine(settings.db_url)
+    try:
+        with writing(engine) as conn:
+            r = inference_runs.c
+            done = conn.execute(
+                sa.update(inference_runs)
+                .where(r.run_id == run_id, r.status.in_(ACTIVE))
+                .values(status="failed", finished_at=utcnow(), error=error)
+            ).rowcount
+        return bool(done)
+    except Exception as failed:  # noqa: BLE001 - the original error is what the caller reports
+        log.error("could not mark run %s failed (%s); the next run will", run_id, type(failed).__name__)
+        return False
+    finally:
+        engine.dispose()
 
 
 def _log_summary(summary: dict) -> None:

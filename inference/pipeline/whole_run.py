@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from inference.config import Settings
 from inference.heads.summary_batch import needs_encoder, uses_batch_api
 from inference.options import RunOptions
-from inference.pipeline.finish_step import finish_run
+from inference.pipeline.finish_step import finish_run, mark_failed
 from inference.pipeline.infer_step import infer_shard, retry_failed
 from inference.pipeline.load_step import has_retries, load_results
 from inference.pipeline.plan_step import plan_run
@@ -30,19 +30,24 @@ def run_window(
     With INFERENCE_SUMMARY=batch_api the summaries come from the Batch API (`batch_client`, else one from the
     SDK's environment), waiting in this process where the DAG defers to the triggerer."""
     shards = plan_run(settings, run_id, window, options)
-    if shards and predictor is None and needs_encoder(settings):
-        from inference.modelinfo import model_version
-        from inference.predictor import load_predictor
+    try:
+        if shards and predictor is None and needs_encoder(settings):
+            from inference.modelinfo import model_version
+            from inference.predictor import load_predictor
 
-        predictor = load_predictor(settings, model_version(settings))
-    for shard in shards:
-        infer_shard(settings, run_id, shard.shard, predictor=predictor)
-    if shards:
-        _summarize(settings, run_id, batch_client)
-    load_results(settings, run_id)
-    if has_retries(settings, run_id):
-        retry_failed(settings, run_id, predictor=predictor)
-        _summarize(settings, run_id, batch_client)
+            predictor = load_predictor(settings, model_version(settings))
+        for shard in shards:
+            infer_shard(settings, run_id, shard.shard, predictor=predictor)
+        if shards:
+            _summarize(settings, run_id, batch_client)
+        load_results(settings, run_id)
+        if has_retries(settings, run_id):
+            retry_failed(settings, run_id, predictor=predictor)
+            _summarize(settings, run_id, batch_client)
+    except Exception as exc:
+        # No finish_run will come (under Airflow it always runs): the run must not stay `running`.
+        mark_failed(settings, run_id, exc)
+        raise
     return finish_run(settings, run_id)
 
 

@@ -57,7 +57,7 @@ def build(engine: sa.Engine, run_id: str | None = None, *, price_per_device_hour
         "run": _run_section(run),
         "counts": _counts(run, states),
         "steps": _steps(t),
-        "model": _model(run, t, model_tickets),
+        "model": _model(run, t, model_tickets, chunks),
         "chunks": _chunk_throughput(chunks),
         "batch_sizes": _batch_sizes(chunks, max_batch_size),
         "token_lengths": _token_lengths(chunks),
@@ -189,7 +189,14 @@ def _steps(t) -> list[dict]:
     ]
 
 
-def _model(run: sa.Row, t, model_tickets: int) -> dict:
+def _model(run: sa.Row, t, model_tickets: int, chunks) -> dict:
+    from inference.report.timing import union_seconds
+
+    spans_ = []
+    if not chunks.empty:  # per model-task invocation: from its first chunk's start to its last commit
+        grouped = chunks.groupby(["step", "shard", "step_started_at"])["committed_at"].max()
+        spans_ = [(started.to_pydatetime(), end.to_pydatetime()) for (_, _, started), end in grouped.items()]
+    processing = union_seconds(spans_) or t.model_wall_seconds
     return {
         "tickets": model_tickets,
         "real_tokens": int(run.real_tokens),
@@ -197,10 +204,12 @@ def _model(run: sa.Row, t, model_tickets: int) -> dict:
         "padding_efficiency": round(run.real_tokens / run.padded_tokens, 4) if run.padded_tokens else None,
         "model_seconds": round(run.device_seconds, 3),  # the encoder's own time (inference_runs.device_seconds)
         "model_wall_seconds": round(t.model_wall_seconds, 3),  # while at least one model task ran
+        "processing_seconds": round(processing, 3),  # ... and worked on chunks (model loading excluded)
         "device_seconds": round(t.device_seconds, 3),  # model tasks' wall time added up
         "model_busy_share": round(run.device_seconds / t.device_seconds, 4) if t.device_seconds else None,
-        "tickets_per_second": per_second(model_tickets, t.model_wall_seconds),
-        "tokens_per_second": per_second(run.real_tokens, t.model_wall_seconds),
+        "tickets_per_second": per_second(model_tickets, processing),
+        "tokens_per_second": per_second(run.real_tokens, processing),
+        "tickets_per_second_with_loading": per_second(model_tickets, t.model_wall_seconds),
         "model_steps": list(MODEL_STEPS),
     }
 

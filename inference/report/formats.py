@@ -115,7 +115,10 @@ def _model(r) -> Section:
     s = Section("Model")
     s.lines += [
         ("tickets/s", f"{_num(m['tickets_per_second'])} ({_int(m['tickets'])} tickets over "
-         f"{_secs(m['model_wall_seconds'])} while a model task ran; time queued for the pool excluded)"),
+         f"{_secs(m['processing_seconds'])} while a model task worked on chunks; time queued for the pool and "
+         "spent loading the model excluded)"),
+        ("with model loading", f"{_num(m['tickets_per_second_with_loading'])} tickets/s over "
+         f"{_secs(m['model_wall_seconds'])} while a model task ran"),
         ("tokens/s", _num(m["tokens_per_second"])),
         ("model time", f"{_secs(m['model_seconds'])} of {_secs(m['device_seconds'])} device time "
          f"({_pct(m['model_busy_share'])} busy)"),

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
+from inference.store.db import scrubbed_driver_call
+
 _temp_metadata = sa.MetaData()
 _temp_tables: dict[str, sa.Table] = {}
 _temp_lock = threading.Lock()  # write-behind and main threads may ask for a twin at the same time
@@ -142,7 +144,8 @@ def copy_into_temp(conn: sa.Connection, table: sa.Table, rows: Sequence[dict]) -
         sql = f'COPY "{twin.name}" ({names}) FROM STDIN'
     cursor = conn.connection.dbapi_connection.cursor()
     try:
-        cursor.copy_expert(sql, payload)
+        with scrubbed_driver_call():  # the server's CONTEXT line of a refused COPY quotes the row
+            cursor.copy_expert(sql, payload)
     finally:
         cursor.close()
     return twin

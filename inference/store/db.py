@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from inference.errors import DatabaseUnavailable
+from inference.errors import (
+    DatabaseError,
+    DatabaseFull,
+    DatabaseRefused,
+    DatabaseUnavailable,
+    InferenceError,
+)
 from inference.window import UTC, as_utc
 
 
@@ -34,6 +42,14 @@ class UTCDateTime(sa.TypeDecorator):
 
 
 def make_engine(url: str, **kwargs) -> sa.Engine:
+    """Every engine of the library: parameters never in error messages, errors scrubbed (see `scrub`)."""
+    kwargs.setdefault("hide_parameters", True)
+    engine = _make_engine(url, **kwargs)
+    sa.event.listen(engine, "handle_error", _scrub_on_error)
+    return engine
+
+
+def _make_engine(url: str, **kwargs) -> sa.Engine:
     parsed = sa.make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -49,7 +65,13 @@ def make_engine(url: str, **kwargs) -> sa.Engine:
         sa.event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     if parsed.get_backend_name() == "postgresql":
-        connect_args = {"options": "-c timezone=UTC", "connect_timeout": 10, "application_name": "ticket-inference"}
+        # The URL's own libpq options (e.g. from the tickets_db connection's extra) are kept, UTC added.
+        query = parsed.query
+        connect_args = {
+            "options": " ".join(filter(None, ["-c timezone=UTC", query.get("options")])),
+            "connect_timeout": int(query.get("connect_timeout") or 10),
+            "application_name": query.get("application_name") or "ticket-inference",
+        }
         return sa.create_engine(url, connect_args=connect_args, pool_pre_ping=True, **kwargs)
     return sa.create_engine(url, **kwargs)
 
@@ -97,6 +119,132 @@ def check_connection(engine: sa.Engine) -> None:
             f"cannot connect to the tickets database at {safe_url} ({type(exc.orig or exc).__name__}): "
             "check TICKETS_DB_URL or the Airflow connection 'tickets_db', and that the server is running"
         ) from None
+
+
+# --- database errors: scrubbed here, once, for every caller ---------------------------------------------
+#
+# A database error can quote row values in three places: SQLAlchemy's `[parameters: ...]` (hide_parameters,
+# above), the server's DETAIL/CONTEXT lines (PostgreSQL's `Failing row contains (...)`, COPY's `line 1,
+# column body: "..."`, `Key (...)=(...)`) and a quoted value in the message itself (`invalid input syntax for
+# type integer: "..."`). Every engine made by make_engine rewrites its errors in place before they are raised
+# (the `handle_error` event), so logs, tracebacks, task logs, the CLI and alerts only ever see the scrubbed
+# text: the first line of the message, with quoted values replaced unless they are names the server reports
+# (table, column, constraint, schema, type), plus the SQLSTATE. Driver calls made outside SQLAlchemy (COPY)
+# go through `scrubbed_driver_call`.
+
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'')
+_NAME_FIELDS = ("table_name", "column_name", "constraint_name", "schema_name", "datatype_name")
+MAX_ERROR_TEXT = 300
+MAX_STATEMENT_TEXT = 500
+_SCRUBBED = "_inference_scrubbed"
+
+
+def scrubbed_text(exc: BaseException) -> str:
+    """The part of a driver's error that names things and never quotes a value."""
+    diag = getattr(exc, "diag", None)
+    names: set[str] = set()
+    primary = sqlstate = None
+    if diag is not None:  # psycopg2: the server's fields, separately
+        primary = getattr(diag, "message_primary", None)
+        sqlstate = getattr(diag, "sqlstate", None)
+        names = {v for v in (getattr(diag, f, None) for f in _NAME_FIELDS) if v}
+    sqlstate = sqlstate or getattr(exc, "pgcode", None) or getattr(exc, "sqlstate", None)
+    if not primary:
+        arg = exc.args[0] if exc.args else ""
+        text = arg if isinstance(arg, str) else type(exc).__name__
+        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+        primary = lines[0] if lines else type(exc).__name__
+    primary = re.sub(r"^(ERROR|FATAL|PANIC):\s+", "", primary.strip())
+    primary = _QUOTED.sub(lambda m: m.group(0) if (m.group(1) or m.group(2) or "") in names else '"…"', primary)
+    if len(primary) > MAX_ERROR_TEXT:
+        primary = primary[:MAX_ERROR_TEXT] + "…"
+    return f"{primary} [SQLSTATE {sqlstate}]" if sqlstate else primary
+
+
+def scrub(exc: BaseException) -> BaseException:
+    """Rewrites a database error (SQLAlchemy's and the driver's under it) in place; returns it."""
+    if getattr(exc, _SCRUBBED, False):
+        return exc
+    if isinstance(exc, sa.exc.StatementError):
+        orig = exc.orig
+        if orig is not None:
+            scrub(orig)
+            exc.args = (f"({type(orig).__module__}.{type(orig).__name__}) {orig.args[0] if orig.args else ''}",)
+        else:
+            exc.args = (scrubbed_text(exc),)
+        exc.hide_parameters = True
+        exc.params = None
+        if exc.statement and len(exc.statement) > MAX_STATEMENT_TEXT:
+            exc.statement = exc.statement[:MAX_STATEMENT_TEXT] + " …"
+    elif isinstance(exc, sa.exc.SQLAlchemyError):
+        pass  # raised by SQLAlchemy itself, not quoting rows
+    else:
+        try:
+            exc.args = (scrubbed_text(exc),)
+        except (AttributeError, TypeError):  # pragma: no cover - an exception type with read-only args
+            return exc
+    try:
+        setattr(exc, _SCRUBBED, True)
+    except (AttributeError, TypeError):  # pragma: no cover
+        pass
+    return exc
+
+
+def _scrub_on_error(context) -> None:
+    scrub(context.original_exception)
+    if context.sqlalchemy_exception is not None:
+        scrub(context.sqlalchemy_exception)
+
+
+class scrubbed_driver_call:  # noqa: N801 - used as a context manager, like a function
+    """Around driver calls made outside SQLAlchemy (COPY through the raw cursor): errors scrubbed alike."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is not None and not isinstance(exc, InferenceError):
+            scrub(exc)
+        return False
+
+
+_PG_FULL = {"53100"}  # disk_full
+_SQLITE_FULL = 13  # SQLITE_FULL
+_DISCONNECT_CLASSES = ("08", "57P")
+
+
+def database_error(exc: BaseException) -> InferenceError | None:
+    """The library's error for a database error (scrubbed), or None when `exc` is not one.
+
+    Disk full -> DatabaseFull; a constraint or trigger refusing rows -> DatabaseRefused (permanent: the same
+    rows would be refused again); a lost connection -> DatabaseUnavailable; anything else -> DatabaseError.
+    The message is the scrubbed driver text, never a row.
+    """
+    if isinstance(exc, InferenceError):
+        return None
+    orig = exc.orig if isinstance(exc, sa.exc.StatementError) else exc
+    if isinstance(orig, OSError) and orig.errno == errno.ENOSPC:
+        return DatabaseFull(f"no space left on device: {orig.strerror or 'ENOSPC'}")
+    if not isinstance(exc, sa.exc.DBAPIError) and not _is_driver_error(orig):
+        return None
+    scrub(exc)
+    text = scrubbed_text(orig) if orig is not None else scrubbed_text(exc)
+    sqlstate = getattr(orig, "pgcode", None) or ""
+    sqlite_code = getattr(orig, "sqlite_errorcode", None)
+    if sqlstate in _PG_FULL or sqlite_code == _SQLITE_FULL or "disk is full" in text or "No space left" in text:
+        return DatabaseFull(f"the database is full: {text}")
+    if sqlstate.startswith("23") or sqlstate == "P0001" or type(orig).__name__ == "IntegrityError":
+        return DatabaseRefused(f"the database refused a write: {text}")
+    if getattr(exc, "connection_invalidated", False) or sqlstate.startswith(_DISCONNECT_CLASSES):
+        return DatabaseUnavailable(f"lost the connection to the tickets database: {text}")
+    return DatabaseError(f"database error: {text}")
+
+
+def _is_driver_error(exc: BaseException | None) -> bool:
+    if exc is None:
+        return False
+    module = type(exc).__module__ or ""
+    return module.startswith(("psycopg2", "psycopg", "sqlite3", "_sqlite3", "asyncpg"))
 
 
 def utcnow() -> dt.datetime:

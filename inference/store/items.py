@@ -90,3 +90,29 @@ def skip_reasons(conn: sa.Connection, run_id: str) -> dict[str, int]:
         .group_by(i.reason)
     )
     return {reason or "unknown": n for reason, n in conn.execute(stmt)}
+
+
+def unfinished_by_shard(conn: sa.Connection, run_id: str) -> tuple[dict[int, int], int]:
+    """(shard -> tickets still planned, tickets staged but not loaded): which tasks did not finish."""
+    i = s.inference_run_items.c
+    stmt = (
+        sa.select(i.shard, i.status, sa.func.count())
+        .where(i.run_id == run_id, i.status.in_([s.ITEM_PLANNED, s.ITEM_STAGED]))
+        .group_by(i.shard, i.status)
+        .order_by(i.shard)
+    )
+    planned: dict[int, int] = {}
+    staged = 0
+    for shard, status, n in conn.execute(stmt):
+        if status == s.ITEM_PLANNED:
+            planned[shard] = planned.get(shard, 0) + n
+        else:
+            staged += n
+    return planned, staged
+
+
+def item_ids(conn: sa.Connection, run_id: str, ticket_ids: Iterable[str]) -> set[str]:
+    """Which of these tickets have an item in the run (a staged row without one is never written)."""
+    i = s.inference_run_items.c
+    stmt = sa.select(i.ticket_id).where(i.run_id == run_id, i.ticket_id.in_(sa.bindparam("ids", expanding=True)))
+    return {t for page in in_pages(ticket_ids) for t in conn.scalars(stmt, {"ids": page})}

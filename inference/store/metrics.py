@@ -140,3 +140,14 @@ def model_tickets(conn: sa.Connection, run_id: str) -> int:
     """The run's tickets that plan gave to a shard (the model's work; plan skips empty ones as shard -1)."""
     i = s.inference_run_items.c
     return conn.scalar(sa.select(sa.func.count()).where(i.run_id == run_id, i.shard >= 0)) or 0
+
+
+def processing_intervals(conn: sa.Connection, run_id: str) -> list[tuple[dt.datetime, dt.datetime]]:
+    """Per model-task invocation: from when its model was loaded and its first chunk started to its last commit."""
+    c = s.inference_chunks.c
+    stmt = (
+        sa.select(c.step_started_at, sa.func.max(c.committed_at))
+        .where(c.run_id == run_id)
+        .group_by(c.step, c.shard, c.step_started_at)
+    )
+    return [(start, end) for start, end in conn.execute(stmt)]

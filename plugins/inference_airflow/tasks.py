@@ -13,23 +13,57 @@ RETRY_TASK, FINISH_TASK = "retry_failed", "finish_run"
 
 
 def _no_retry_for_permanent(fn):
-    """A PermanentError (configuration, params, model, schema, a run that failed its own checks) fails
-    the task at once: AirflowFailException, with the original error as its cause, so no retry is
-    spent on it. Everything else is raised as is and Airflow retries it."""
+    """Every step's error handling, in one place:
+
+    - a database error is turned into the library's own (inference.store.db.database_error: DatabaseRefused,
+      DatabaseFull, DatabaseUnavailable, DatabaseError), its text already scrubbed of row contents;
+    - the cause (error class, fixed why and remedy) is recorded in the task's XCom `inference_failure` before
+      the failure is reported, so that the alert callbacks of later tasks know what this one alerted for
+      (alerts.py: one alert per incident);
+    - a PermanentError (configuration, params, model, schema, a refused write, a run that failed its own
+      checks) fails the task at once: AirflowFailException, with the error as its cause, so no retry is spent
+      on it. Everything else is raised and Airflow retries it.
+    """
     import functools
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from airflow.sdk.exceptions import AirflowFailException
 
-        from inference.errors import PermanentError
+        from inference.errors import InferenceError, PermanentError
+        from inference.store.db import database_error
 
         try:
             return fn(*args, **kwargs)
-        except PermanentError as exc:
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+        except Exception as exc:
+            if type(exc).__module__.startswith("airflow"):  # skip, fail, defer: Airflow's own signals
+                raise
+            ours = exc if isinstance(exc, InferenceError) else database_error(exc)
+            cause = ours or exc
+            _record_failure(args[-1] if args else kwargs.get("context"), cause)
+            if isinstance(cause, PermanentError):
+                raise AirflowFailException(f"{type(cause).__name__}: {cause}") from cause
+            if cause is not exc:
+                raise cause from exc
+            raise
 
     return wrapper
+
+
+def _record_failure(context: dict[str, Any] | None, cause: BaseException) -> None:
+    from inference.errors import remedy_of, why_of
+    from inference_airflow.alerts import FAILURE_KEY
+
+    ti = (context or {}).get("ti")
+    if ti is None:
+        return
+    try:
+        ti.xcom_push(
+            key=FAILURE_KEY,
+            value={"error_class": type(cause).__name__, "why": why_of(cause), "remedy": remedy_of(cause)},
+        )
+    except Exception:  # noqa: BLE001 - the failure itself must still be reported
+        pass
 
 
 def _skip_if_not_planned(fn):
@@ -126,6 +160,49 @@ def retry_failed(context: dict[str, Any]) -> dict:
 
 @_no_retry_for_permanent
 def finish_run(context: dict[str, Any]) -> dict:
+    """The run's reconciliation, plus what only Airflow knows: alerts of this run that could not be delivered
+    (in the summary and the log), and the asset event of `ticket_results` (on success; downstream DAGs can be
+    scheduled on it)."""
+    from inference.errors import RunFailed
     from inference.pipeline import finish_run
 
-    return finish_run(settings(), context["run_id"])
+    try:
+        summary = finish_run(settings(), context["run_id"])
+    except RunFailed as exc:
+        _add_alert_delivery(context, exc.summary)
+        raise
+    _add_alert_delivery(context, summary)
+    _asset_event(context, summary)
+    return summary
+
+
+def _add_alert_delivery(context: dict[str, Any], summary: dict) -> None:
+    import logging
+
+    from inference_airflow.alerts import delivery_failures
+
+    try:
+        failures = delivery_failures(context["ti"], context["run_id"])
+    except Exception:  # noqa: BLE001 - the summary stays without it
+        return
+    if failures:
+        summary["alert_delivery_failures"] = failures
+        for failure in failures:
+            logging.getLogger("inference").error(
+                "alert of %s was NOT delivered through %s (%s): %s",
+                failure["task"],
+                failure["channel"],
+                failure["error_class"],
+                failure["hint"],
+            )
+
+
+def _asset_event(context: dict[str, Any], summary: dict) -> None:
+    """Extra of the ticket_results asset event: IDs and counts only."""
+    from inference_airflow.assets import TICKET_RESULTS
+
+    events = context.get("outlet_events")
+    if events is None or summary.get("status") != "succeeded":
+        return
+    keys = ("run_id", "window_start", "window_end", "model_version", "succeeded", "failed", "skipped")
+    events[TICKET_RESULTS].extra = {k: summary.get(k) for k in keys}

@@ -63,7 +63,7 @@ def failing_run_env(pg_engine, monkeypatch, webhook):
     monkeypatch.setenv("AIRFLOW_CONN_TICKETS_DB", conn_uri)  # trust auth: the password is carried, not checked
     monkeypatch.setenv("INFERENCE_DEVICE", "cpu")
     monkeypatch.setenv("INFERENCE_ALERT_CHANNELS", "webhook")
-    monkeypatch.setenv("INFERENCE_ALERT_WEBHOOK_URL", webhook[0])
+    monkeypatch.setenv("AIRFLOW_CONN_INFERENCE_ALERT_WEBHOOK", json.dumps({"conn_type": "http", "host": webhook[0]}))
     real_forward = Encoder.forward
 
     def forward(self, batch_ids, width, **kwargs):

@@ -99,7 +99,6 @@ EXAMPLE_VALUES = {
     "INFERENCE_ALERT_CHANNELS": "the default is no channel; the line shows what a value looks like",
     "INFERENCE_ALERT_EMAIL_TO": "the default is no recipient; likewise",
     "INFERENCE_ALERT_EMAIL_FROM": "the default is the SMTP connection's sender; likewise",
-    "INFERENCE_ALERT_WEBHOOK_URL": "the default is no webhook; likewise",
 }
 
 

@@ -107,7 +107,10 @@ class Receivers:
         return {
             "INFERENCE_ALERT_CHANNELS": "email,slack,webhook",
             "INFERENCE_ALERT_EMAIL_TO": ALERT_TO,
-            "INFERENCE_ALERT_WEBHOOK_URL": f"http://127.0.0.1:{self.http_port}/webhook",
+            # The webhook's URL is a secret held by an Airflow connection (HttpNotifier), never a plain variable.
+            "AIRFLOW_CONN_INFERENCE_ALERT_WEBHOOK": json.dumps(
+                {"conn_type": "http", "host": f"http://127.0.0.1:{self.http_port}/webhook"}
+            ),
             "AIRFLOW_CONN_SMTP_DEFAULT": json.dumps(smtp),
             "AIRFLOW_CONN_SLACK_WEBHOOK_DEFAULT": json.dumps(slack),
         }

@@ -204,6 +204,12 @@ def test_the_report_agrees_with_the_run_tables(engine, settings):
     assert model["tickets"] == summary["model_tickets"] == 30
     assert model["tickets_per_second"] == summary["tickets_per_second"]
     assert model["model_wall_seconds"] == pytest.approx(summary["model_wall_seconds"], abs=1e-3)
+    assert model["processing_seconds"] == pytest.approx(summary["processing_seconds"], abs=1e-3)
+    assert 0 < model["processing_seconds"] <= model["model_wall_seconds"]
+    first_started = min(c.step_started_at for c in chunk_rows if c.step == "infer_shard")
+    assert model["processing_seconds"] >= (
+        max(c.committed_at for c in chunk_rows if c.step == "infer_shard") - first_started
+    ).total_seconds() - 1e-3
 
     steps = rows(engine, sa.select(inference_steps).order_by(inference_steps.c.started_at))
     assert [s.step for s in steps] == ["plan_run", "infer_shard", "load_results", "retry_failed", "finish_run"]

@@ -116,7 +116,11 @@ def test_alert_settings_are_lists_and_never_raise():
     )
     assert config.channels == ("email", "pager", "webhook")  # unknown channels are logged by the notifier
     assert config.email_to == ("a@example.com", "b@example.com")
-    assert (config.smtp_conn_id, config.email_from, config.webhook_url) == ("smtp_default", None, None)
+    assert (config.smtp_conn_id, config.email_from, config.webhook_conn_id) == (
+        "smtp_default",
+        None,
+        "inference_alert_webhook",
+    )
 
 
 # --- dates and ticket IDs ---------------------------------------------------------------------------------
