@@ -7,7 +7,7 @@ from inference.config import Settings
 from inference.errors import RunFailed
 from inference.pipeline.runtime import Runtime, log
 from inference.pipeline.steptimes import timed_step
-from inference.report.timing import cost_per_1000, per_second, spans, timing
+from inference.report.timing import cost_per_1000, per_second, spans, timing, union_seconds
 from inference.store import items, metrics, runs
 from inference.store.db import utcnow, writing
 from inference.store.schema import ITEM_FAILED, ITEM_PLANNED, ITEM_SKIPPED, ITEM_STAGED, ITEM_SUCCEEDED
@@ -28,6 +28,7 @@ def finish_run(settings: Settings, run_id: str) -> dict:
             missing_results = runs.succeeded_without_result(conn, run_id)
             steps = timing(spans(metrics.steps(conn, run_id)))
             model_tickets = metrics.model_tickets(conn, run_id)
+            processing = union_seconds(metrics.processing_intervals(conn, run_id))
             backlog = sum(counts.values())
             succeeded, failed, skipped = (counts.get(k, 0) for k in (ITEM_SUCCEEDED, ITEM_FAILED, ITEM_SKIPPED))
             unfinished = counts.get(ITEM_PLANNED, 0) + counts.get(ITEM_STAGED, 0)
@@ -59,6 +60,7 @@ def finish_run(settings: Settings, run_id: str) -> dict:
             )
         wall = (finished - run.planned_at).total_seconds()
         model_wall = steps.model_wall_seconds
+        busy = processing or model_wall  # while a model task worked on chunks: not queued, not loading the model
         summary = {
             "run_id": run_id,
             "status": "failed" if error else "succeeded",
@@ -76,11 +78,13 @@ def finish_run(settings: Settings, run_id: str) -> dict:
             "padding_efficiency": round(run.real_tokens / run.padded_tokens, 4) if run.padded_tokens else None,
             "model_seconds": round(run.device_seconds, 3),
             "wall_seconds": round(wall, 3),
-            # Throughput over the time a model task was running (not queued for the pool, not plan or load)
+            # Throughput over the time a model task worked on chunks (not queued for the pool, not loading the
+            # model, not plan or load)
             "model_tickets": model_tickets,
             "model_wall_seconds": round(model_wall, 3),
-            "tickets_per_second": per_second(model_tickets, model_wall),
-            "tokens_per_second": per_second(run.real_tokens, model_wall),
+            "processing_seconds": round(busy, 3),
+            "tickets_per_second": per_second(model_tickets, busy),
+            "tokens_per_second": per_second(run.real_tokens, busy),
             "device_seconds": round(steps.device_seconds, 3),
             "cost_per_1000_tickets": cost_per_1000(steps.device_seconds, model_tickets, settings.device_hour_price),
         }
@@ -187,12 +191,12 @@ def _log_summary(summary: dict) -> None:
     )
     efficiency = summary["padding_efficiency"]
     log.info(
-        "model: %s tickets, %s tokens in %ss of model time over %ss of model-task wall time "
+        "model: %s tickets, %s tokens in %ss of model time over %ss of chunk processing "
         "(%s tickets/s, %s tokens/s, padding efficiency %s)",
         n("model_tickets"),
         n("real_tokens"),
         n("model_seconds"),
-        n("model_wall_seconds"),
+        n("processing_seconds"),
         n("tickets_per_second"),
         n("tokens_per_second"),
         "-" if efficiency is None else f"{efficiency:.1%}",

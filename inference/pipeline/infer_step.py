@@ -52,9 +52,7 @@ class TaskInfo:
     seq: Iterator[int] = field(default_factory=lambda: itertools.count(1), compare=False)
 
 
-def commit(
-    rt: Runtime, run_id: str, version: str, outcome: ChunkOutcome, task: TaskInfo | None = None
-) -> ChunkOutcome:
+def commit(rt: Runtime, run_id: str, version: str, outcome: ChunkOutcome, task: TaskInfo | None = None) -> ChunkOutcome:
     """Outputs, skips, failures and metrics of one chunk: all of them or none.
 
     Only items still waiting for the model (planned, or failed and being retried) take this outcome:

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import importlib
 
-_EXPORTS = {"build": "inference.report.compute", "render": "inference.report.formats", "FORMATS": "inference.report.formats"}
+_EXPORTS = {
+    "build": "inference.report.compute",
+    "render": "inference.report.formats",
+    "FORMATS": "inference.report.formats",
+}
 
 __all__ = sorted(_EXPORTS)
 

@@ -29,8 +29,14 @@ def latest_run_id(conn: sa.Connection) -> str | None:
     return conn.scalar(sa.select(r.run_id).order_by(r.planned_at.desc()).limit(1))
 
 
-def build(engine: sa.Engine, run_id: str | None = None, *, price_per_device_hour: float = 0.0,
-          max_batch_size: int | None = None, trailing: int = TRAILING_NIGHTS) -> dict[str, Any]:
+def build(
+    engine: sa.Engine,
+    run_id: str | None = None,
+    *,
+    price_per_device_hour: float = 0.0,
+    max_batch_size: int | None = None,
+    trailing: int = TRAILING_NIGHTS,
+) -> dict[str, Any]:
     """The report of `run_id` (default: the latest run) as plain JSON-able values."""
     import pandas as pd  # noqa: F401 - fail here, not halfway, when pandas is missing
 
@@ -100,7 +106,7 @@ def _failures(conn: sa.Connection, run_id: str) -> list[dict]:
 def _history(conn: sa.Connection, run: sa.Row, trailing: int) -> list[dict]:
     """The runs before this one (by window, then plan time) that staged something, oldest first, with their
     category counts and uncertain and staged totals from their chunks."""
-    r, c = s.inference_runs.c, s.inference_chunks.c
+    r = s.inference_runs.c
     before = sa.or_(
         r.window_start < run.window_start, sa.and_(r.window_start == run.window_start, r.planned_at < run.planned_at)
     )
@@ -115,7 +121,13 @@ def _history(conn: sa.Connection, run: sa.Row, trailing: int) -> list[dict]:
     if not prior:
         return []
     totals: dict[str, dict] = {
-        p.run_id: {"run_id": p.run_id, "window_start": p.window_start, "categories": Counter(), "uncertain": 0, "staged": 0}
+        p.run_id: {
+            "run_id": p.run_id,
+            "window_start": p.window_start,
+            "categories": Counter(),
+            "uncertain": 0,
+            "staged": 0,
+        }
         for p in prior
     }
     for row in metrics.chunks(conn, list(totals), ["run_id", "categories", "uncertain", "staged"]):
@@ -313,9 +325,11 @@ def _categories(run_id: str, frame, history: list[dict]) -> dict:
     uncertain = int(frame["uncertain"].sum()) if not frame.empty else 0
     if not mine and not history:
         return {"labelled": 0}
-    nights = pd.DataFrame(
-        [{**e["categories"], "_run": e["run_id"]} for e in history] + [{**mine, "_run": run_id}]
-    ).set_index("_run").fillna(0)
+    nights = (
+        pd.DataFrame([{**e["categories"], "_run": e["run_id"]} for e in history] + [{**mine, "_run": run_id}])
+        .set_index("_run")
+        .fillna(0)
+    )
     shares = nights.div(nights.sum(axis=1).where(nights.sum(axis=1) > 0), axis=0).fillna(0)
     this = shares.loc[run_id] if mine else None
     trailing = shares.drop(index=run_id).mean() if history else None
@@ -326,13 +340,15 @@ def _categories(run_id: str, frame, history: list[dict]) -> dict:
         "trailing_nights": len(history),
         "trailing_shares": _rounded(trailing) if trailing is not None else {},
         "uncertain_share": round(uncertain / staged, 4) if staged else None,
-        "trailing_uncertain_share": round(
-            sum(e["uncertain"] for e in history) / sum(e["staged"] for e in history), 4
-        )
+        "trailing_uncertain_share": round(sum(e["uncertain"] for e in history) / sum(e["staged"] for e in history), 4)
         if history
         else None,
         "history": [
-            {"run_id": e["run_id"], "window_start": _iso(e["window_start"]), "shares": _rounded(shares.loc[e["run_id"]])}
+            {
+                "run_id": e["run_id"],
+                "window_start": _iso(e["window_start"]),
+                "shares": _rounded(shares.loc[e["run_id"]]),
+            }
             for e in history
         ],
     }

@@ -114,16 +114,28 @@ def _model(r) -> Section:
     m = r["model"]
     s = Section("Model")
     s.lines += [
-        ("tickets/s", f"{_num(m['tickets_per_second'])} ({_int(m['tickets'])} tickets over "
-         f"{_secs(m['processing_seconds'])} while a model task worked on chunks; time queued for the pool and "
-         "spent loading the model excluded)"),
-        ("with model loading", f"{_num(m['tickets_per_second_with_loading'])} tickets/s over "
-         f"{_secs(m['model_wall_seconds'])} while a model task ran"),
+        (
+            "tickets/s",
+            f"{_num(m['tickets_per_second'])} ({_int(m['tickets'])} tickets over "
+            f"{_secs(m['processing_seconds'])} while a model task worked on chunks; time queued for the pool and "
+            "spent loading the model excluded)",
+        ),
+        (
+            "with model loading",
+            f"{_num(m['tickets_per_second_with_loading'])} tickets/s over "
+            f"{_secs(m['model_wall_seconds'])} while a model task ran",
+        ),
         ("tokens/s", _num(m["tokens_per_second"])),
-        ("model time", f"{_secs(m['model_seconds'])} of {_secs(m['device_seconds'])} device time "
-         f"({_pct(m['model_busy_share'])} busy)"),
-        ("padding efficiency", f"{_pct(m['padding_efficiency'])} ({_int(m['real_tokens'])} real of "
-         f"{_int(m['padded_tokens'])} padded tokens)"),
+        (
+            "model time",
+            f"{_secs(m['model_seconds'])} of {_secs(m['device_seconds'])} device time "
+            f"({_pct(m['model_busy_share'])} busy)",
+        ),
+        (
+            "padding efficiency",
+            f"{_pct(m['padding_efficiency'])} ({_int(m['real_tokens'])} real of "
+            f"{_int(m['padded_tokens'])} padded tokens)",
+        ),
     ]
     return s
 
@@ -141,7 +153,9 @@ def _chunks(r) -> Section:
         ("tickets/s per chunk", f"p10 {_num(d.get('p10'))}, median {_num(d.get('p50'))}, p90 {_num(d.get('p90'))}"),
         ("model share of chunk time", _pct(c["model_share_of_chunk_time"])),
     ]
-    labels = [f"chunk {e['n']} ({e['step']}{'' if e['shard'] < 0 else ' shard ' + str(e['shard'])})" for e in c["series"]]
+    labels = [
+        f"chunk {e['n']} ({e['step']}{'' if e['shard'] < 0 else ' shard ' + str(e['shard'])})" for e in c["series"]
+    ]
     s.charts.append(
         (
             charts.svg_bars(labels, [v or 0.0 for v in rates], title="Tickets/s per committed chunk", unit="/s"),
@@ -160,8 +174,11 @@ def _batches(r) -> Section:
     cap = f"; {_pct(b['at_cap_share'])} of batches at the cap of {b['cap']}" if b.get("cap") else ""
     s.lines += [
         ("forward passes", _int(b["batches"])),
-        ("batch size", f"mean {_num(b['mean'])}, p10 {_num(b['p10'])}, median {_num(b['p50'])}, "
-         f"p90 {_num(b['p90'])}, max {_num(b['max'])}{cap}"),
+        (
+            "batch size",
+            f"mean {_num(b['mean'])}, p10 {_num(b['p10'])}, median {_num(b['p50'])}, "
+            f"p90 {_num(b['p90'])}, max {_num(b['max'])}{cap}",
+        ),
     ]
     s.charts.append(_histogram(b["histogram"], "Forward passes by batch size", "passes"))
     return s
@@ -173,8 +190,11 @@ def _tokens(r) -> Section:
     if not t.get("tickets"):
         return s
     s.lines.append(
-        ("tokens", f"mean {_num(t['mean'])}, p10 {t['p10']}, median {t['p50']}, p90 {t['p90']}, p99 {t['p99']}, "
-         f"max {t['max']}")
+        (
+            "tokens",
+            f"mean {_num(t['mean'])}, p10 {t['p10']}, median {t['p50']}, p90 {t['p90']}, p99 {t['p99']}, "
+            f"max {t['max']}",
+        )
     )
     s.charts.append(_histogram(t["histogram"], "Tickets by token length", "tickets"))
     return s
@@ -212,10 +232,15 @@ def _categories(r) -> Section:
     if drift:
         verdict = "DRIFT: look at the changes above" if drift["flagged"] else "no drift"
         s.lines.append(
-            ("drift signal", f"total variation {drift['total_variation']:.3f} (flagged above {drift['threshold']}): {verdict}")
+            (
+                "drift signal",
+                f"total variation {drift['total_variation']:.3f} (flagged above {drift['threshold']}): {verdict}",
+            )
         )
-    nights = [*c.get("history", []), {"run_id": r["run"]["run_id"], "window_start": r["run"].get("window_start"),
-                                       "shares": c.get("shares", {})}]
+    nights = [
+        *c.get("history", []),
+        {"run_id": r["run"]["run_id"], "window_start": r["run"].get("window_start"), "shares": c.get("shares", {})},
+    ]
     if len(nights) > 1:
         columns = [(n["window_start"] or "")[:10] for n in nights]
         series = {label: [n["shares"].get(label, 0.0) for n in nights] for label in labels}
@@ -235,8 +260,11 @@ def _cost(r) -> Section:
         s.lines += [
             ("price", f"{c['price_per_device_hour']:g} per device-hour (INFERENCE_DEVICE_HOUR_PRICE)"),
             ("cost of the run", f"{c['total']:.4f}"),
-            ("cost per 1,000 tickets", f"{_num4(c['per_1000_tickets'])} (model time only: "
-             f"{_num4(c['per_1000_tickets_model_time_only'])}); compare with a provider's batch price"),
+            (
+                "cost per 1,000 tickets",
+                f"{_num4(c['per_1000_tickets'])} (model time only: "
+                f"{_num4(c['per_1000_tickets_model_time_only'])}); compare with a provider's batch price",
+            ),
         ]
     else:
         s.notes.append("set INFERENCE_DEVICE_HOUR_PRICE for the cost per 1,000 tickets.")
@@ -271,7 +299,7 @@ def _text(title: str, sections: list[Section]) -> str:
 
 def _text_table(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
-    fmt = "  ".join("{:<%d}" % w if k == 0 else "{:>%d}" % w for k, w in enumerate(widths))
+    fmt = "  ".join(f"{{:<{w}}}" if k == 0 else f"{{:>{w}}}" for k, w in enumerate(widths))
     return [fmt.format(*header), *(fmt.format(*map(str, row)) for row in rows)]
 
 
@@ -281,7 +309,11 @@ def _markdown(title: str, sections: list[Section]) -> str:
         out += ["", f"## {s.title}", ""]
         out += [f"- **{k}**: {_md(v)}" for k, v in s.lines]
         for header, rows in s.tables:
-            out += ["", "| " + " | ".join(header) + " |", "|" + "|".join("---" if k == 0 else "---:" for k in range(len(header))) + "|"]
+            out += [
+                "",
+                "| " + " | ".join(header) + " |",
+                "|" + "|".join("---" if k == 0 else "---:" for k in range(len(header))) + "|",
+            ]
             out += ["| " + " | ".join(_md(str(x)) for x in row) + " |" for row in rows]
         for _, text in s.charts:
             out += ["", "```", text, "```"]

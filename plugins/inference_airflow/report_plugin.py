@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import logging
 
-from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
-
 from airflow.listeners import hookimpl
 from airflow.plugins_manager import AirflowPlugin
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +38,10 @@ NOTE_LIMIT = 1000  # Airflow's dag_run_note.content
 
 async def require_run_access(request: Request) -> None:
     """The caller may read this DAG's runs (the UI's session cookie or a bearer token, as for the REST API)."""
-    from fastapi.security import HTTPAuthorizationCredentials
-    from starlette.concurrency import run_in_threadpool
-
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
     from airflow.api_fastapi.core_api.security import get_user, requires_access_dag
+    from fastapi.security import HTTPAuthorizationCredentials
+    from starlette.concurrency import run_in_threadpool
 
     bearer = None
     scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
@@ -230,9 +228,8 @@ def _ours_to_write(dag_run) -> bool:
 
 
 def _finish_summary(dag_run) -> dict | None:
-    from sqlalchemy.orm import object_session
-
     from airflow.models.xcom import XComModel
+    from sqlalchemy.orm import object_session
 
     session = object_session(dag_run)
     if session is None:
@@ -281,7 +278,6 @@ class RunNotes:
                     dag_run.note = make(dag_run)
                 return
             import sqlalchemy as sa
-
             from airflow.models.dagrun import DagRun
             from airflow.utils.session import create_session
 

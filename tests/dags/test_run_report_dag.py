@@ -62,9 +62,7 @@ def test_a_run_has_shard_labels_a_note_and_a_report(dag, tickets_db):
             ).all()
         )
         steps = conn.execute(sa.select(inference_steps.c.step).where(inference_steps.c.run_id == dag_run.run_id)).all()
-    labels = {
-        ti.map_index: ti.rendered_map_index for ti in dag_run.get_task_instances() if ti.task_id == "infer_shard"
-    }
+    labels = {ti.map_index: ti.rendered_map_index for ti in dag_run.get_task_instances() if ti.task_id == "infer_shard"}
     assert len(labels) >= 2
     assert labels == {k: f"shard {k} · {per_shard[k]:,} tickets" for k in labels}
     assert sorted({s.step for s in steps}) == ["finish_run", "infer_shard", "load_results", "plan_run"]

@@ -9,24 +9,43 @@ from types import SimpleNamespace
 import pytest
 from fastapi.testclient import TestClient
 
+from inference.config import Settings
 from inference.engine.standin import StandInEncoder
 from inference.pipeline import run_window
 from inference.predictor import build_predictor
+from inference.store.db import make_engine
+from inference.store.schema import create_schema
 from inference_airflow import report_plugin
-from tests.unit.test_pipeline_steps import WINDOW, add, engine, settings  # noqa: F401 - fixtures
+from tests.unit.test_pipeline_steps import WINDOW, add
 
 
 @pytest.fixture
-def client(engine, settings, monkeypatch):  # noqa: F811 - the fixture
+def engine(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'tickets.db'}")
+    create_schema(engine, with_demo_source=True)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def settings(engine) -> Settings:
+    url = engine.url.render_as_string(hide_password=False)
+    return Settings(db_url=url, device="cpu", chunk_size=4, cache_dir="", max_attempts=3)
+
+
+@pytest.fixture
+def client(engine, settings, monkeypatch):
     monkeypatch.setattr(report_plugin, "_settings", lambda: settings)
     app = report_plugin.create_app()
     app.dependency_overrides[report_plugin.require_run_access] = lambda: None  # the auth manager's job
     return TestClient(app)
 
 
-def test_the_run_report_tab_and_the_index_page(engine, settings, client):  # noqa: F811
+def test_the_run_report_tab_and_the_index_page(engine, settings, client):
     add(engine, 8)
-    run_window(settings, "manual__2026-11-30T02:00:00+00:00", WINDOW, predictor=build_predictor(settings, StandInEncoder()))
+    run_window(
+        settings, "manual__2026-11-30T02:00:00+00:00", WINDOW, predictor=build_predictor(settings, StandInEncoder())
+    )
 
     page = client.get("/runs/manual__2026-11-30T02%3A00%3A00%2B00%3A00", params={"dag_id": report_plugin.DAG_ID})
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")

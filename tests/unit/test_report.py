@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from inference.cli import main as cli
+from inference.config import Settings
 from inference.engine.standin import StandInEncoder
 from inference.errors import RunNotFound
 from inference.pipeline import finish_run, infer_shard, plan_run, run_window
@@ -22,8 +23,9 @@ from inference.predictor import build_predictor
 from inference.report import build, render
 from inference.status import collect
 from inference.store import metrics
-from inference.store.db import writing
+from inference.store.db import make_engine, writing
 from inference.store.schema import (
+    create_schema,
     inference_chunks,
     inference_run_items,
     inference_runs,
@@ -32,9 +34,23 @@ from inference.store.schema import (
     ticket_results,
     tickets,
 )
-from tests.unit.test_pipeline_steps import POISON, WINDOW, add, engine, raise_on, settings  # noqa: F401 - fixtures
+from tests.unit.test_pipeline_steps import POISON, WINDOW, add, raise_on
 
 SECONDS_PER_TICKET = 0.01
+
+
+@pytest.fixture
+def engine(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'tickets.db'}")
+    create_schema(engine, with_demo_source=True)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def settings(engine) -> Settings:
+    url = engine.url.render_as_string(hide_password=False)
+    return Settings(db_url=url, device="cpu", chunk_size=4, cache_dir="", max_attempts=3)
 
 
 class FakeClock:
@@ -170,8 +186,11 @@ def rows(engine, stmt) -> list[sa.Row]:
 def test_the_report_agrees_with_the_run_tables(engine, settings):
     add(engine, 30, body_for=lambda k, body: f"{body} {POISON}" if k == 7 else body)
     with writing(engine) as conn:  # an empty ticket: skipped by plan
-        conn.execute(sa.insert(tickets).values(ticket_id=999, subject=" ", body=None, created_at=WINDOW.start,
-                                               updated_at=WINDOW.start))
+        conn.execute(
+            sa.insert(tickets).values(
+                ticket_id=999, subject=" ", body=None, created_at=WINDOW.start, updated_at=WINDOW.start
+            )
+        )
     encoder = StandInEncoder(max_batch_size=4)
     lenient = dataclasses.replace(settings, max_failure_rate=0.5, device_hour_price=3.0, max_batch_size=4)
     predictor = build_predictor(lenient, encoder)
@@ -180,9 +199,14 @@ def test_the_report_agrees_with_the_run_tables(engine, settings):
 
     report = build(engine, "run-1", price_per_device_hour=3.0, max_batch_size=4)
 
-    items = rows(engine, sa.select(inference_run_items.c.status, sa.func.count()).group_by(inference_run_items.c.status))
-    assert report["counts"]["by_state"] == {status: n for status, n in items} == {"failed": 1, "skipped": 1,
-                                                                                    "succeeded": 29}
+    items = rows(
+        engine, sa.select(inference_run_items.c.status, sa.func.count()).group_by(inference_run_items.c.status)
+    )
+    assert (
+        report["counts"]["by_state"]
+        == {status: n for status, n in items}
+        == {"failed": 1, "skipped": 1, "succeeded": 29}
+    )
     assert report["counts"]["backlog"] == summary["backlog"] == 31
     assert {(e["state"], e["reason"]): e["tickets"] for e in report["counts"]["by_reason"]} == {
         ("failed", "model_error"): 1,
@@ -207,9 +231,10 @@ def test_the_report_agrees_with_the_run_tables(engine, settings):
     assert model["processing_seconds"] == pytest.approx(summary["processing_seconds"], abs=1e-3)
     assert 0 < model["processing_seconds"] <= model["model_wall_seconds"]
     first_started = min(c.step_started_at for c in chunk_rows if c.step == "infer_shard")
-    assert model["processing_seconds"] >= (
-        max(c.committed_at for c in chunk_rows if c.step == "infer_shard") - first_started
-    ).total_seconds() - 1e-3
+    assert (
+        model["processing_seconds"]
+        >= (max(c.committed_at for c in chunk_rows if c.step == "infer_shard") - first_started).total_seconds() - 1e-3
+    )
 
     steps = rows(engine, sa.select(inference_steps).order_by(inference_steps.c.started_at))
     assert [s.step for s in steps] == ["plan_run", "infer_shard", "load_results", "retry_failed", "finish_run"]
@@ -258,22 +283,47 @@ def test_categories_are_compared_with_the_trailing_nights(engine, settings):
             window_start = started + dt.timedelta(days=night)
             conn.execute(
                 sa.insert(inference_runs).values(
-                    run_id=run_id, window_start=window_start, window_end=window_start + dt.timedelta(days=1),
-                    model_version="v", status="succeeded", options={}, backlog=100, succeeded=100,
-                    planned_at=window_start + dt.timedelta(days=1), finished_at=window_start + dt.timedelta(days=1),
+                    run_id=run_id,
+                    window_start=window_start,
+                    window_end=window_start + dt.timedelta(days=1),
+                    model_version="v",
+                    status="succeeded",
+                    options={},
+                    backlog=100,
+                    succeeded=100,
+                    planned_at=window_start + dt.timedelta(days=1),
+                    finished_at=window_start + dt.timedelta(days=1),
                 )
             )
             labels = {"billing": 50, "shipping": 50} if night < 4 else {"billing": 90, "shipping": 10}
             metrics.add_chunk(
-                conn, run_id=run_id, step="infer_shard", shard=0, step_started_at=window_start, seq=1,
-                committed_at=window_start + dt.timedelta(seconds=10), tickets=100, staged=100, failed=0, skipped=0,
-                truncated=0, uncertain=10 if night < 4 else 40, real_tokens=1000, padded_tokens=1100,
-                model_seconds=5.0, batch_sizes=[50, 50], token_lengths={10: 100}, categories=labels,
+                conn,
+                run_id=run_id,
+                step="infer_shard",
+                shard=0,
+                step_started_at=window_start,
+                seq=1,
+                committed_at=window_start + dt.timedelta(seconds=10),
+                tickets=100,
+                staged=100,
+                failed=0,
+                skipped=0,
+                truncated=0,
+                uncertain=10 if night < 4 else 40,
+                real_tokens=1000,
+                padded_tokens=1100,
+                model_seconds=5.0,
+                batch_sizes=[50, 50],
+                token_lengths={10: 100},
+                categories=labels,
             )
     report = build(engine, None)  # the latest run
     c = report["categories"]
     assert report["run"]["run_id"] == "night-4" and c["trailing_nights"] == 4
-    assert c["shares"] == {"billing": 0.9, "shipping": 0.1} and c["trailing_shares"] == {"billing": 0.5, "shipping": 0.5}
+    assert c["shares"] == {"billing": 0.9, "shipping": 0.1} and c["trailing_shares"] == {
+        "billing": 0.5,
+        "shipping": 0.5,
+    }
     assert c["drift"]["flagged"] and c["drift"]["total_variation"] == pytest.approx(0.4)
     assert (c["uncertain_share"], c["trailing_uncertain_share"]) == (0.4, 0.1)
     assert len(c["history"]) == 4
