@@ -15,6 +15,7 @@ from inference.store.db import in_pages
 
 B, R = inference_batches.c, inference_batch_requests.c
 INSERT_PAGE = 5000
+FILL_PAGE = 1000
 
 
 def lock_run(conn: sa.Connection, run_id: str) -> None:
@@ -124,14 +125,24 @@ def fill_summaries(conn: sa.Connection, run_id: str, replies: Sequence[tuple[str
     matching = set()
     for page in in_pages(expected):
         matching.update(t for t, digest in conn.execute(find, {"ids": page}) if expected[t] == digest)
-    rows = [{"b_ticket_id": t, "b_summary": summary} for t, _, summary in replies if t in matching]
-    if rows:
+    rows = [(t, summary) for t, _, summary in replies if t in matching]
+    if conn.dialect.name != "postgresql":  # SQLite: local, a statement per row costs no round trip
         stmt = (
             sa.update(s.inference_staging)
             .where(st.run_id == run_id, st.ticket_id == sa.bindparam("b_ticket_id"))
             .values(summary=sa.bindparam("b_summary"))
         )
-        conn.execute(stmt, rows)
+        if rows:
+            conn.execute(stmt, [{"b_ticket_id": t, "b_summary": summary} for t, summary in rows])
+        return matching
+    for k in range(0, len(rows), FILL_PAGE):  # UPDATE .. FROM (VALUES ...): one round trip per page
+        values = sa.values(sa.column("ticket_id", st.ticket_id.type), sa.column("summary", st.summary.type), name="v")
+        page = values.data(rows[k : k + FILL_PAGE])
+        conn.execute(
+            sa.update(s.inference_staging)
+            .where(st.run_id == run_id, st.ticket_id == page.c.ticket_id)
+            .values(summary=page.c.summary)
+        )
     return matching
 
 
