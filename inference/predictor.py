@@ -17,8 +17,9 @@ from inference import heads as head_registry
 from inference.config import Settings
 from inference.engine.base import BatchEncoder
 from inference.heads import EncodedChunk, Head, LoadedHead
+from inference.mailtext import ticket_text
 from inference.records import Failure, FailureKind, SkipReason, SourceTicket, StagedResult
-from inference.textprep import content_hash, max_chars_for, model_input, sentence_spans, token_ranges
+from inference.textprep import content_hash, max_chars_for, sentence_spans, token_ranges
 
 log = logging.getLogger("inference")
 
@@ -92,7 +93,7 @@ class Predictor:
             if ticket is None:
                 skipped.setdefault(SkipReason.DELETED, []).append(ticket_id)
                 continue
-            text, cut = model_input(ticket.subject, ticket.body, max_chars)
+            text, cut = ticket_text(ticket.subject, ticket.body, max_chars)  # input policy, mail tail cut off
             if text is None:
                 skipped.setdefault(SkipReason.EMPTY_INPUT, []).append(ticket_id)
                 continue
