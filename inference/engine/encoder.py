@@ -1,4 +1,5 @@
-"""The torch encoder: tokenize with the model's fast tokenizer, run padded batches, mean-pool.
+"""The torch encoder: tokenize with the model's fast tokenizer, run padded batches, pool as the model says
+(mean, CLS or max: `inference.modelinfo.pooling_mode`), L2-normalise.
 
 The batching loop, failure isolation and output type live in `inference.engine.base`.
 """
@@ -108,12 +109,19 @@ class Encoder(BatchEncoder):
         encodings = self.loaded.tokenizer.encode_batch(list(texts))
         return [e.ids for e in encodings], [bool(e.overflowing) for e in encodings], [e.offsets for e in encodings]
 
+    def token_strings(self, texts: Sequence[str]) -> list[list[str]]:
+        """The tokenizer's token strings per text (the category head's readability signal)."""
+        return [e.tokens for e in self.loaded.tokenizer.encode_batch(list(texts))]
+
     def forward(
         self, batch_ids: Sequence[Sequence[int]], width: int, spans: Sequence[Spans] | None = None
     ) -> ForwardOutput:
-        """Pads to `width`, runs the model, mean-pools over real tokens, L2-normalises (float32, CPU).
+        """Pads to `width`, runs the model, pools over real tokens as the model is configured (mean, the
+        CLS token, or max), L2-normalises (float32, CPU).
 
-        With `spans` (per row, token ranges), also the L2-normalised mean of each range's hidden states.
+        With `spans` (per row, token ranges), also the L2-normalised mean of each range's hidden states
+        (max over the range for max-pooling models; a sentence has no CLS token of its own, so CLS models
+        get the mean there).
         """
         lm = self.loaded
         input_ids = np.full((len(batch_ids), width), lm.pad_id, dtype=np.int64)
@@ -127,14 +135,25 @@ class Encoder(BatchEncoder):
                 ids_t = ids_t.pin_memory().to(lm.device, non_blocking=True)
                 mask_t = mask_t.pin_memory().to(lm.device, non_blocking=True)
             hidden = lm.model(input_ids=ids_t, attention_mask=mask_t).last_hidden_state
-            weights = mask_t.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+            pooled = _pool(hidden, mask_t, lm.pooling)
             pooled = F.normalize(pooled.float(), p=2, dim=1).cpu().numpy()
-            return ForwardOutput(pooled, None if spans is None else _pool_spans(hidden, spans))
+            span_mode = "max" if lm.pooling == "max" else "mean"
+            return ForwardOutput(pooled, None if spans is None else _pool_spans(hidden, spans, span_mode))
 
 
-def _pool_spans(hidden: torch.Tensor, spans) -> list[np.ndarray]:
-    """Mean of hidden states over each [start, end) token range, by prefix sums (one gather per batch)."""
+def _pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+    """One vector per row from the token states [B, W, D] over the real tokens (mask 1)."""
+    if mode == "cls":
+        return hidden[:, 0]
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    if mode == "max":
+        floor = torch.finfo(hidden.dtype).min
+        return hidden.masked_fill(weights == 0, floor).max(dim=1).values
+    return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+
+
+def _pool_spans(hidden: torch.Tensor, spans, mode: str = "mean") -> list[np.ndarray]:
+    """Mean (by prefix sums, one gather per batch) or max of hidden states over each [start, end) token range."""
     rows, starts, ends = [], [], []
     for row, row_spans in enumerate(spans):
         for start, end in row_spans:
@@ -144,6 +163,14 @@ def _pool_spans(hidden: torch.Tensor, spans) -> list[np.ndarray]:
     dim = hidden.shape[-1]
     if not rows:
         return [np.zeros((0, dim), dtype=np.float32) for _ in spans]
+    if mode == "max":
+        rows_max = [hidden[r, s:e].float().max(dim=0).values for r, s, e in zip(rows, starts, ends, strict=True)]
+        means = F.normalize(torch.stack(rows_max), p=2, dim=1).cpu().numpy()
+        out, k = [], 0
+        for row_spans in spans:
+            out.append(means[k : k + len(row_spans)])
+            k += len(row_spans)
+        return out
     prefix = torch.nn.functional.pad(hidden.float().cumsum(dim=1), (0, 0, 1, 0))  # [B, W+1, D]
     r = torch.tensor(rows, device=hidden.device)
     s = torch.tensor(starts, device=hidden.device)

@@ -13,7 +13,7 @@ from tokenizers import Tokenizer  # noqa: E402
 from transformers import AutoModel, AutoTokenizer  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-from inference.modelinfo import ModelUnavailable, check_model_dir  # noqa: E402
+from inference.modelinfo import ModelUnavailable, check_model_dir, pooling_mode  # noqa: E402
 
 
 @dataclass
@@ -25,6 +25,7 @@ class LoadedModel:
     max_length: int
     pad_id: int
     dim: int
+    pooling: str = "mean"  # from the model's sentence-transformers configuration (modelinfo.pooling_mode)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -61,6 +62,7 @@ def load_model(
     compile: bool = False,
 ) -> LoadedModel:
     path = check_model_dir(model_dir)
+    pooling = pooling_mode(model_dir)
     hf_logging.disable_progress_bar()  # task logs want one line per event, not a progress bar
     hf_tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     if not hf_tokenizer.is_fast:
@@ -84,4 +86,6 @@ def load_model(
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length)
     pad_id = hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None else 0
-    return LoadedModel(model, tokenizer, target, torch_dtype, max_length, pad_id, int(model.config.hidden_size))
+    return LoadedModel(
+        model, tokenizer, target, torch_dtype, max_length, pad_id, int(model.config.hidden_size), pooling
+    )
