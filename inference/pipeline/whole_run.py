@@ -29,6 +29,10 @@ def run_window(
     """Raises RunFailed (with the summary) when finish_run does; the model is loaded once for all shards.
     With INFERENCE_SUMMARY=batch_api the summaries come from the Batch API (`batch_client`, else one from the
     SDK's environment), waiting in this process where the DAG defers to the triggerer."""
+    if batch_client is None and uses_batch_api(settings):
+        from inference.batchapi.step import client_from_environment
+
+        batch_client = client_from_environment()  # a missing key fails before anything is written
     shards = plan_run(settings, run_id, window, options)
     try:
         if shards and predictor is None and needs_encoder(settings):
@@ -53,14 +57,7 @@ def run_window(
 
 def _summarize(settings: Settings, run_id: str, client: BatchClient | None) -> None:
     """The DAG's summarize_batch / summarize_retries in one process: every Batch API round of the run."""
-    if not uses_batch_api(settings):
-        return
-    from inference.batchapi.step import client_from_environment, summarize_all
+    if client is not None and uses_batch_api(settings):
+        from inference.batchapi.step import summarize_all
 
-    own = client is None
-    client = client_from_environment() if own else client
-    try:
         summarize_all(settings, run_id, client)
-    finally:
-        if own:
-            client.close()

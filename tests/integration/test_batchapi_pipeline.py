@@ -17,7 +17,7 @@ from inference.errors import ModelChanged
 from inference.pipeline import finish_run, has_retries, infer_shard, load_results, plan_run, retry_failed, run_window
 from inference.predictor import build_predictor
 from inference.store.batch_tables import inference_batches
-from inference.store.schema import inference_run_items, inference_staging
+from inference.store.schema import inference_run_items, inference_runs, inference_staging
 from inference.textprep import content_hash
 from tests.support.batch_night import expected_summary, local_client, misbehave_first, seed, stored
 from tests.support.openai_server import Behaviour, OpenAIServer
@@ -197,3 +197,38 @@ def test_a_worker_with_other_batch_settings_refuses_the_run(sqlite_engine, clien
     other = settings.replace(batch=BatchSettings(model="gpt-test", prompt="Summarise in one word."))
     with pytest.raises(ModelChanged):
         summarize_batch(other, RUN, client)
+
+
+def test_the_cli_runs_the_night_with_the_sdks_own_key_variables(sqlite_engine, server, monkeypatch, capsys):
+    """`python -m inference run` outside Airflow: the key and base URL from OPENAI_API_KEY / OPENAI_BASE_URL."""
+    import json
+
+    from inference.cli import main
+    from tests.support.tickets import DAY2
+
+    texts = seed(sqlite_engine, 5)
+    for name, value in {
+        "INFERENCE_HEADS": "summary",
+        "INFERENCE_SUMMARY": "batch_api",
+        "INFERENCE_BATCH_MODEL": "gpt-test",
+        "INFERENCE_BATCH_POLL_SECONDS": "0.01",
+        "OPENAI_API_KEY": server.api_key,
+        "OPENAI_BASE_URL": server.base_url,
+    }.items():
+        monkeypatch.setenv(name, value)
+    url = sqlite_engine.url.render_as_string(hide_password=False)
+
+    code = main(["--db", url, "run", "--date", DAY2.isoformat()])
+
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (code, summary["succeeded"], summary["batch"]["tickets_replied"]) == (0, 5, 5)
+    assert {t: r.summary for t, r in stored(sqlite_engine).items()} == {
+        t: expected_summary(*v) for t, v in texts.items()
+    }
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with sqlite_engine.connect() as conn:
+        runs_before = conn.scalar(sa.select(sa.func.count()).select_from(inference_runs))
+    assert main(["--db", url, "run", "--date", DAY2.isoformat(), "--reprocess"]) != 0
+    assert "OPENAI_API_KEY" in capsys.readouterr().err  # a clear error, before anything is written
+    with sqlite_engine.connect() as conn:
+        assert conn.scalar(sa.select(sa.func.count()).select_from(inference_runs)) == runs_before
