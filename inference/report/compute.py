@@ -120,21 +120,18 @@ def _history(conn: sa.Connection, run: sa.Row, trailing: int) -> list[dict]:
     )
     if not prior:
         return []
-    totals: dict[str, dict] = {
+    ids = [p.run_id for p in prior]
+    labels, outputs = metrics.category_totals(conn, ids), metrics.output_totals(conn, ids)
+    totals = {
         p.run_id: {
             "run_id": p.run_id,
             "window_start": p.window_start,
-            "categories": Counter(),
-            "uncertain": 0,
-            "staged": 0,
+            "categories": Counter(labels.get(p.run_id, {})),
+            "staged": outputs.get(p.run_id, (0, 0))[0],
+            "uncertain": outputs.get(p.run_id, (0, 0))[1],
         }
         for p in prior
     }
-    for row in metrics.chunks(conn, list(totals), ["run_id", "categories", "uncertain", "staged"]):
-        entry = totals[row.run_id]
-        entry["categories"].update({k: int(v) for k, v in (row.categories or {}).items()})
-        entry["uncertain"] += row.uncertain
-        entry["staged"] += row.staged
     return sorted((e for e in totals.values() if e["staged"]), key=lambda e: e["window_start"])
 
 

@@ -151,3 +151,35 @@ def processing_intervals(conn: sa.Connection, run_id: str) -> list[tuple[dt.date
         .group_by(c.step, c.shard, c.step_started_at)
     )
     return [(start, end) for start, end in conn.execute(stmt)]
+
+
+def category_totals(conn: sa.Connection, run_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """run_id -> {label: tickets} over the runs' chunks, added up by the database where it can (PostgreSQL's
+    json_each_text, SQLite's json_each), so that many nights of chunks never travel to the client."""
+    if not run_ids:
+        return {}
+    table = {"postgresql": "json_each_text(c.categories)", "sqlite": "json_each(c.categories)"}.get(conn.dialect.name)
+    out: dict[str, dict[str, int]] = {run_id: {} for run_id in run_ids}
+    if table is None:  # another dialect: add them up here
+        for row in chunks(conn, run_ids, ["run_id", "categories"]):
+            for label, n in (row.categories or {}).items():
+                out[row.run_id][label] = out[row.run_id].get(label, 0) + int(n)
+        return out
+    stmt = sa.text(
+        f"SELECT c.run_id, kv.key, SUM(CAST(kv.value AS INTEGER)) FROM inference_chunks AS c, {table} AS kv "
+        "WHERE c.run_id IN :ids GROUP BY c.run_id, kv.key"
+    ).bindparams(sa.bindparam("ids", expanding=True))
+    for run_id, label, n in conn.execute(stmt, {"ids": list(run_ids)}):
+        out[run_id][label] = int(n)
+    return out
+
+
+def output_totals(conn: sa.Connection, run_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """run_id -> (staged, uncertain) over the runs' chunks."""
+    c = s.inference_chunks.c
+    stmt = (
+        sa.select(c.run_id, sa.func.sum(c.staged), sa.func.sum(c.uncertain))
+        .where(c.run_id.in_(sa.bindparam("ids", expanding=True)))
+        .group_by(c.run_id)
+    )
+    return {run_id: (int(st or 0), int(un or 0)) for run_id, st, un in conn.execute(stmt, {"ids": list(run_ids)})}
