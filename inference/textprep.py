@@ -1,12 +1,15 @@
 """The input policy: how a ticket's subject and body become model input, and when they are skipped.
 
 Policy, per case (tested in tests/unit/test_textprep.py):
-- NULL, empty or whitespace-only subject and body: skipped with reason `empty_input`, no model call.
+- NULL, empty or whitespace-only subject and body: skipped with reason `empty_input`, no model call. So is
+  text made only of invisible characters (zero-width spaces and joiners, BOMs, soft hyphens, word joiners,
+  bidi controls, variation selectors, Hangul fillers, tag characters): a subject or body with nothing visible
+  is left out of the model input, and a ticket with nothing visible in either is empty.
 - NUL bytes: removed from the model input (PostgreSQL text cannot hold them; SQLite can).
 - Invalid UTF-8 (possible only in SQLite) is read with `surrogateescape`; lone surrogates, from there or
   from the source, become U+FFFD in the model input.
 - Other control characters (C0 except tab/newline/CR, DEL, C1) become spaces.
-- Emoji, RTL and bidi text pass through unchanged.
+- Emoji, RTL and bidi text pass through unchanged (invisible characters next to visible text are kept).
 - Longer than `max_chars`: cut before tokenization and the result is flagged `truncated`; the tokenizer
   also truncates to the model's max length and flags it the same way.
 The content hash covers the raw subject and body, byte-exact, so any edit is seen.
@@ -20,6 +23,16 @@ import re
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# Characters that show nothing on their own: whitespace, the invisible format characters (Unicode Cf, less
+# the prepended concatenation marks, which render), invisible combining marks (grapheme joiner, variation
+# selectors, Mongolian free variation selectors, Khmer inherent vowels), Hangul fillers, the braille blank.
+INVISIBLE = (
+    "\\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+    "\u2066-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U00013430-\U00013438"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f\U000e0100-\U000e01ef"
+)
+_VISIBLE = re.compile(f"[^{INVISIBLE}]")
+_VISIBLE_RAW = re.compile(f"[^{INVISIBLE}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # before _clean
 
 
 def content_hash(subject: str | None, body: str | None) -> str:
@@ -33,10 +46,20 @@ def _clean(text: str) -> str:
     return _CONTROL.sub(" ", text)
 
 
+def visible(text: str) -> bool:
+    """Whether the text shows anything: one character that is neither whitespace nor invisible."""
+    return _VISIBLE.search(text) is not None
+
+
+def has_text(subject: str | None, body: str | None) -> bool:
+    """Whether the input policy leaves anything to embed (`model_input` is not None), without copying the text."""
+    return any(p and _VISIBLE_RAW.search(p) for p in (subject, body))
+
+
 def model_input(subject: str | None, body: str | None, max_chars: int) -> tuple[str | None, bool]:
     """Returns (text for the model or None when there is nothing to embed, cut-by-chars flag)."""
     parts = [_clean(p).strip() for p in (subject, body) if p]
-    text = "\n".join(p for p in parts if p)
+    text = "\n".join(p for p in parts if p and visible(p))
     if not text:
         return None, False
     if len(text) > max_chars:
@@ -46,7 +69,11 @@ def model_input(subject: str | None, body: str | None, max_chars: int) -> tuple[
 
 def estimate_tokens(subject: str | None, body: str | None, max_seq_length: int) -> int:
     """A cheap token estimate for shard balancing: ~4 characters a token, capped by truncation."""
-    chars = len(subject or "") + len(body or "")
+    return tokens_for_chars(len(subject or "") + len(body or ""), max_seq_length)
+
+
+def tokens_for_chars(chars: int, max_seq_length: int) -> int:
+    """`estimate_tokens` from the character count alone (plan reads counts, not text)."""
     return min(max_seq_length, 2 + (chars + 3) // 4)
 
 
