@@ -184,17 +184,21 @@ def note_at_start(dag_run) -> str | None:
     return f"**Window** {_when(window.start)} .. {_when(window.end)} UTC · running"
 
 
-def note_at_end(summary: dict | None, state: str, failed_tasks: list[str]) -> str:
-    """The run's summary in a few lines of Markdown (at most NOTE_LIMIT characters)."""
+def note_at_end(summary: dict | None, state: str, failed_tasks: list[str], undelivered: list[str] = ()) -> str:
+    """The run's summary in a few lines of Markdown (at most NOTE_LIMIT characters). `undelivered`: alerts of
+    the run that a channel could not deliver (alerts.py records them), shown first: nobody else will say so."""
+    warning = [f"**alert NOT delivered**: {', '.join(undelivered[:4])}"] if undelivered else []
     if not summary:
         tasks = ", ".join(failed_tasks[:8]) or "-"
-        return f"**{state}** · failed tasks: {tasks} · see the **Run report** tab and the tasks' logs"[:NOTE_LIMIT]
+        line = f"**{state}** · failed tasks: {tasks} · see the **Run report** tab and the tasks' logs"
+        return "  \n".join([*warning, line])[:NOTE_LIMIT]
 
     def n(key: str) -> str:
         value = summary.get(key)
         return "-" if value is None else f"{value:,}"
 
     lines = [
+        *warning,
         f"**{summary.get('status', state)}** · window {_when(summary.get('window_start'))} .. "
         f"{_when(summary.get('window_end'))} UTC",
         f"{n('backlog')} tickets: {n('succeeded')} succeeded, {n('failed')} failed, {n('skipped')} skipped",
@@ -242,6 +246,25 @@ def _finish_summary(dag_run) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def _undelivered(dag_run) -> list[str]:
+    """Alerts of this run that a channel could not deliver: `email (SSLError) for load_results`."""
+    from airflow.models.xcom import XComModel
+    from sqlalchemy.orm import object_session
+
+    from inference_airflow.alerts import ALERT_KEY
+
+    session = object_session(dag_run)
+    if session is None:
+        return []
+    out = []
+    for row in session.scalars(XComModel.get_many(run_id=dag_run.run_id, key=ALERT_KEY, dag_ids=dag_run.dag_id)):
+        record = XComModel.deserialize_value(row)
+        where = row.task_id if row.map_index < 0 else f"{row.task_id}[{row.map_index}]"
+        for failure in (record or {}).get("failed") or [] if isinstance(record, dict) else []:
+            out.append(f"{failure.get('channel')} ({failure.get('error_class')}) for {where}")
+    return out
+
+
 class RunNotes:
     """Listener: the run note at start (the window) and at the end (the summary).
 
@@ -255,7 +278,7 @@ class RunNotes:
 
     @hookimpl
     def on_dag_run_success(self, dag_run, msg: str) -> None:
-        self._write(dag_run, lambda run: note_at_end(_finish_summary(run), "succeeded", []))
+        self._write(dag_run, lambda run: note_at_end(_finish_summary(run), "succeeded", [], _undelivered(run)))
 
     @hookimpl
     def on_dag_run_failed(self, dag_run, msg: str) -> None:
@@ -264,7 +287,7 @@ class RunNotes:
 
             tis = run.get_task_instances(state=["failed", "upstream_failed"], session=object_session(run))
             failed = [ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]" for ti in tis]
-            return note_at_end(_finish_summary(run), "failed", failed)
+            return note_at_end(_finish_summary(run), "failed", failed, _undelivered(run))
 
         self._write(dag_run, note)
 

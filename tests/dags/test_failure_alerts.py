@@ -99,6 +99,16 @@ def alert_env(pg_engine, monkeypatch, webhook, plain_smtp):
     return pg_engine
 
 
+def _note(dag_run) -> str:
+    import sqlalchemy as sa
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        run = session.scalar(sa.select(DagRun).where(DagRun.run_id == dag_run.run_id))
+        return run.note or ""
+
+
 def _payloads(webhook) -> list[dict]:
     return [json.loads(body) for body in webhook[1]]
 
@@ -140,6 +150,7 @@ def test_a_refused_write_alerts_once_with_the_fix_and_no_ticket_text(
     assert not plain_smtp[1]
     assert "ALERT NOT DELIVERED through email (SSLError)" in logs and "disable_tls" in logs
     assert "alert of load_results was NOT delivered through email (SSLError)" in logs
+    assert "**alert NOT delivered**: email (SSLError) for load_results" in _note(dag_run)  # the run's note in the UI
 
     with alert_env.connect() as conn:
         run = conn.execute(sa.select(inference_runs).where(inference_runs.c.run_id == dag_run.run_id)).one()

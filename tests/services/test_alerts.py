@@ -114,6 +114,7 @@ def test_failed_run_alerts_every_channel_with_ids_and_no_ticket_text(airflow, al
     assert payload["run_summary"]["failed"] == 5 and payload["run_summary"]["backlog"] == 40
     assert "failure rate" in payload["run_summary"]["error"]
     assert len(got["webhook"]) == 1, f"one alert for the run, from finish_run only: {got['webhook']}"
+    assert payload["why"] and payload["remedy"] and payload["window_start"].startswith(ALERT_DAY_TEXT)
 
     canary = alert_scenario.extra["canary"]
     assert view.ticket_text_contains(canary) == 40, "the canary is in every ticket of the run"
@@ -126,6 +127,7 @@ def test_failed_run_alerts_every_channel_with_ids_and_no_ticket_text(airflow, al
 
 
 KILL_DAY, KILL_TICKETS = dt.date(2026, 6, 25), 64
+ALERT_DAY_TEXT = "2026-06-20"  # the alert scenario's window (tests/services/scenarios.py)
 
 
 def _task_runner(ti_id: str):
@@ -185,3 +187,12 @@ def test_sigkilled_shard_still_alerts_through_finish_run(airflow, seed, receiver
     assert payload["run_summary"]["backlog"] == KILL_TICKETS and payload["run_summary"]["succeeded"] == len(succeeded)
     shard_alerts = [p for p in got["webhook"] if p["task_id"] == "infer_shard"]
     print(f"\n[kill] pid {killed} killed with {staged_at_kill} staged; infer_shard's own alerts: {shard_alerts}")
+    # The killed shard could not alert: finish_run's alert names it, says why and what to do.
+    assert payload["killed_tasks"] == ["infer_shard[0]"], payload
+    assert "without an error of its own" in payload["why"] and "infer_shard[0]" in payload["why"]
+    assert "max_batch_tokens" in payload["remedy"] and "clear infer_shard[0]" in payload["remedy"]
+    assert payload["run_summary"]["unfinished_shards"] == {"0": len(unfinished)}
+    assert (payload["window_start"], payload["window_end"]) == (
+        f"{day}T02:00:00+00:00",
+        f"{KILL_DAY + dt.timedelta(days=1)}T02:00:00+00:00",
+    )
