@@ -31,7 +31,7 @@ from inference.textprep import content_hash, estimate_tokens, model_input
 PREFIX = "t1"
 _HASH = re.compile(r"[0-9a-f]{64}")
 _TAG = re.compile(r"[0-9a-f]{16}")
-MAX_TICKET_ID = 128  # the width of ticket_id in our tables
+MAX_TICKET_ID = 512  # the width of ticket_id in our tables (revision 0005)
 
 
 def version_tag(model_version: str) -> str:

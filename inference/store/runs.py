@@ -35,6 +35,8 @@ def start_run(conn: sa.Connection, run_id: str, window: Window, model_version: s
         real_tokens=0,
         padded_tokens=0,
         device_seconds=0.0,
+        source_duplicates=0,
+        retracted=0,
         planned_at=now,
         finished_at=None,
         error=None,

@@ -18,7 +18,7 @@ log = logging.getLogger("inference")
 
 metadata = sa.MetaData()
 
-ID = sa.String(128)
+ID = sa.String(512)  # a source ID as text: at most 512 bytes (inference/store/source.py, MAX_ID_BYTES)
 RUN_ID = sa.String(250)
 BIGINT = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
@@ -98,6 +98,8 @@ inference_runs = sa.Table(
     sa.Column("real_tokens", BIGINT, nullable=False, server_default="0"),
     sa.Column("padded_tokens", BIGINT, nullable=False, server_default="0"),
     sa.Column("device_seconds", sa.Float, nullable=False, server_default="0"),
+    sa.Column("source_duplicates", sa.Integer, nullable=False, server_default="0"),  # extra rows of one ID
+    sa.Column("retracted", sa.Integer, nullable=False, server_default="0"),  # results of deleted tickets removed
     sa.Column("planned_at", UTCDateTime, nullable=False),
     sa.Column("finished_at", UTCDateTime),
     sa.Column("error", sa.String(500)),

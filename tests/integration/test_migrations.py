@@ -195,8 +195,8 @@ def db(url: str, *args: str) -> int:
 
 
 def test_head_is_the_last_revision_and_history_is_linear():
-    assert migrate.revisions() == ["0001", "0002", "0003", "0004"]
-    assert HEAD == "0004"
+    assert migrate.revisions() == ["0001", "0002", "0003", "0004", "0005"]
+    assert HEAD == "0005"
 
 
 def test_upgrade_from_b508944_with_data_then_down_and_up(empty_url, engine, capsys):

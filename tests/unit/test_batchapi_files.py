@@ -31,7 +31,7 @@ TAG = version_tag(VERSION)
 H1, H2 = "1" * 64, "2" * 64
 
 
-@pytest.mark.parametrize("ticket_id", ["1", "ab:cd:ef", "ticket-ü-✓", "x" * 128])
+@pytest.mark.parametrize("ticket_id", ["1", "ab:cd:ef", "ticket-ü-✓", "x" * 128, "y" * 512])
 def test_a_custom_id_carries_ticket_text_hash_and_version_back(ticket_id):
     key = parse_custom_id(make_custom_id(ticket_id, H1, VERSION))
     assert (key.ticket_id, key.content_hash, key.version_tag) == (ticket_id, H1, TAG)
@@ -49,7 +49,7 @@ def test_a_custom_id_carries_ticket_text_hash_and_version_back(ticket_id):
         f"t1:1:{H1[:-1]}:{TAG}",
         f"t1:1:{H1}:zz",
         f"t1:1:{'A' * 64}:{TAG}",  # upper-case hex is not how hashes are written
-        f"t1:{'x' * 129}:{H1}:{TAG}",
+        f"t1:{'x' * 513}:{H1}:{TAG}",
     ],
 )
 def test_anything_else_is_not_one_of_ours(custom_id):
