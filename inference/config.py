@@ -76,9 +76,21 @@ class SourceColumns:
     updated_at: str = env(
         "TICKETS_COL_UPDATED_AT", "updated_at", "last update time column (NULL: the creation time)", group="source"
     )
+    timezone: str | None = env(
+        "TICKETS_SOURCE_TIMEZONE",
+        None,
+        "IANA time zone of source timestamps stored without one (none: UTC, except that a PostgreSQL "
+        "`timestamp without time zone` column is refused while the database's own time zone is not UTC)",
+        kind=str,
+        group="source",
+    )
 
     def __post_init__(self) -> None:
+        if self.timezone is not None:
+            _check_timezone(self.timezone)
         for name, spec in env_fields(SourceColumns):
+            if name == "timezone":
+                continue
             value = getattr(self, name)
             if value is None and spec.default is None:
                 continue
@@ -87,6 +99,19 @@ class SourceColumns:
                     f"{spec.name}: source {name} name {value!r} is not a plain SQL identifier "
                     "(letters, digits and underscores, not starting with a digit, at most 63 characters)"
                 )
+
+
+def _check_timezone(name: object) -> None:
+    import zoneinfo
+
+    try:
+        if not isinstance(name, str) or not name or name != name.strip():
+            raise ValueError(name)
+        zoneinfo.ZoneInfo(name)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        raise ConfigError(
+            f"TICKETS_SOURCE_TIMEZONE: {name!r} is not an IANA time zone name such as UTC or Europe/Berlin"
+        ) from None
 
 
 SOURCE_ENV = {name: spec.name for name, spec in env_fields(SourceColumns)}
@@ -154,6 +179,12 @@ class Settings:
     )
     max_failure_rate: float = env(
         "INFERENCE_MAX_FAILURE_RATE", 0.05, "failed / backlog above which the run fails", low=0.0, high=1.0
+    )
+    retract_deleted: bool = env(
+        "INFERENCE_RETRACT_DELETED",
+        True,
+        "each run's load_results removes results whose ticket is no longer in the source (keyset-paged sweep); "
+        "false for sources that delete (archive) tickets whose results you keep",
     )
     retention_days: int = env(
         "INFERENCE_RETENTION_DAYS",

@@ -85,6 +85,16 @@ class RunFailed(PermanentError):
         self.summary = summary
 
 
+class OutputsScrambled(PermanentError):
+    """The model's outputs do not belong to their inputs (the per-chunk self-check): the chunk is not written."""
+
+    why = "the model engine returned outputs that do not match their inputs (the self-check of a chunk)"
+    remedy = (
+        "nothing of that chunk was written; this is a bug in the engine (outputs put back in the wrong order) or "
+        "a faulty device: check the engine version and the GPU, then clear the failed task"
+    )
+
+
 class DatabaseUnavailable(TransientError):
     """The database cannot be reached or used."""
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,6 +17,37 @@ class Candidate:
     est_tokens: int
     empty: bool  # nothing to embed: skipped with a reason, never sent to the model
     has_result: bool = False  # a result of an earlier text exists (retracted if the ticket is now empty)
+    id_problem: str | None = None  # the source row's ID cannot be a key: failed `unsupported_id`, no model call
+
+
+class Versioned(Protocol):
+    ticket_id: str
+    version_at: dt.datetime
+    content_hash: str
+
+
+class Deduplicated:
+    """One row per ticket ID, in the order IDs first appear (the source's own order): the newest version wins,
+    ties broken by the higher content hash, so every reader picks the same row. Counts the rows dropped."""
+
+    def __init__(self) -> None:
+        self._best: dict[str, Versioned] = {}
+        self.duplicates = 0
+
+    def add(self, row: Versioned) -> None:
+        seen = self._best.get(row.ticket_id)
+        if seen is None:
+            self._best[row.ticket_id] = row
+            return
+        self.duplicates += 1
+        if (row.version_at, row.content_hash) > (seen.version_at, seen.content_hash):
+            self._best[row.ticket_id] = row  # a dict keeps the key's first position
+
+    def __len__(self) -> int:
+        return len(self._best)
+
+    def rows(self) -> list[Versioned]:
+        return list(self._best.values())
 
 
 def needs_work(

@@ -1,8 +1,10 @@
 """The predictor: an encoder and the configured heads, loaded once per task, then called per chunk.
 
 No database here: a chunk of source tickets goes in, staged results, typed failures and skips come out.
-`prepare` is the CPU work done ahead of the model (input policy, hashing, tokenizing; it runs on the
-prefetch thread); `run` is one encoder pass feeding every head.
+`input_text` is the input policy the source applies to each row as it reads it (Source.model_inputs: the
+model input and content hash, never whole texts, reach the predictor); `prepare` is the CPU work done ahead of
+the model (skips, tokenizing; it runs on the prefetch thread); `run` is one encoder pass feeding every head,
+with a cheap self-check that the outputs belong to their inputs.
 """
 
 from __future__ import annotations
@@ -10,25 +12,33 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from inference import heads as head_registry
 from inference.config import Settings
-from inference.engine.base import BatchEncoder
+from inference.engine.base import BatchEncoder, EncodeOutput
+from inference.errors import OutputsScrambled
 from inference.heads import EncodedChunk, Head, LoadedHead
 from inference.mailtext import ticket_text
-from inference.records import Failure, FailureKind, SkipReason, SourceTicket, StagedResult
-from inference.textprep import content_hash, max_chars_for, sentence_spans, token_ranges
+from inference.records import Failure, FailureKind, SkipReason, StagedResult, TicketInput
+from inference.textprep import max_chars_for, sentence_spans, token_ranges
 
 log = logging.getLogger("inference")
+
+SELF_CHECK_ITEMS = 3  # items per chunk encoded again alone (the scrambled-output self-check)
+SELF_CHECK_MIN_COSINE = 0.98  # batched vs alone: float32 ~1.0, half precision > 0.99; another ticket's is lower
+_RNG = random.Random()
 
 
 @dataclass
 class PreparedChunk:
     ticket_ids: list[str]
     skipped: dict[SkipReason, list[str]]
-    tickets: list[SourceTicket]
+    tickets: list[TicketInput]
     texts: list[str]
     hashes: list[str]
     cut: list[bool]
@@ -84,8 +94,16 @@ class Predictor:
         """One item per forward pass, in float32 (see BatchEncoder.for_isolation)."""
         return dataclasses.replace(self, encoder=self.encoder.for_isolation())
 
-    def prepare(self, ticket_ids: Sequence[str], current: dict[str, SourceTicket]) -> PreparedChunk:
-        max_chars = max_chars_for(self.encoder.max_length)
+    @property
+    def max_chars(self) -> int:
+        return max_chars_for(self.encoder.max_length)
+
+    def input_text(self, subject: str | None, body: str | None) -> tuple[str | None, bool]:
+        """The model input of one ticket: the input policy, the mail tail cut off; (text or None, cut flag).
+        The source applies it row by row as it reads (Source.model_inputs), so no chunk holds whole texts."""
+        return ticket_text(subject, body, self.max_chars)
+
+    def prepare(self, ticket_ids: Sequence[str], current: dict[str, TicketInput]) -> PreparedChunk:
         skipped: dict[SkipReason, list[str]] = {}
         tickets, texts, cuts = [], [], []
         for ticket_id in ticket_ids:
@@ -93,14 +111,13 @@ class Predictor:
             if ticket is None:
                 skipped.setdefault(SkipReason.DELETED, []).append(ticket_id)
                 continue
-            text, cut = ticket_text(ticket.subject, ticket.body, max_chars)  # input policy, mail tail cut off
-            if text is None:
+            if ticket.text is None:
                 skipped.setdefault(SkipReason.EMPTY_INPUT, []).append(ticket_id)
                 continue
             tickets.append(ticket)
-            texts.append(text)
-            cuts.append(cut)
-        hashes = [content_hash(t.subject, t.body) for t in tickets]
+            texts.append(ticket.text)
+            cuts.append(ticket.cut)
+        hashes = [t.content_hash for t in tickets]
         prepared = PreparedChunk(list(ticket_ids), skipped, tickets, texts, hashes, cuts)
         if not texts:
             return prepared
@@ -122,6 +139,7 @@ class Predictor:
         if not prepared.tickets:
             return outcome
         out = self.encoder.encode_ids(prepared.ids, prepared.truncated, prepared.token_spans)
+        self.self_check(prepared, out)
         errors: dict[int, FailureKind] = dict(out.errors)
         ok = [k for k in range(len(prepared.tickets)) if k not in errors]
         chunk = EncodedChunk(
@@ -160,8 +178,43 @@ class Predictor:
         outcome.batch_sizes = list(out.batch_sizes)
         return outcome
 
-    def compute(self, run_id: str, ticket_ids: Sequence[str], current: dict[str, SourceTicket]) -> ChunkOutcome:
+    def self_check(self, prepared: PreparedChunk, out: EncodeOutput) -> None:
+        """A few random items of the chunk, encoded again alone, must match their outputs from the batched pass:
+        outputs put back in the wrong order (an un-sort bug, a device fault) would write every row under another
+        ticket's ID. Costs SELF_CHECK_ITEMS single-item forward passes per chunk. Raises OutputsScrambled: the
+        chunk is not written."""
+        ok = [k for k in range(len(prepared.tickets)) if k not in out.errors]
+        if len(ok) < 2 or self.encoder.max_batch_size < 2:
+            return
+        for k in _picks(ok, [len(prepared.ids[k]) for k in ok]):
+            spans = [prepared.token_spans[k]] if prepared.token_spans is not None else None
+            alone = self.encoder.encode_ids([prepared.ids[k]], [prepared.truncated[k]], spans)
+            if alone.errors:
+                continue  # it fails alone (NaN, OOM...): nothing to compare with
+            similarity = float(np.dot(alone.embeddings[0], out.embeddings[k]))
+            if spans is not None:
+                mine, again = out.spans.get(k), alone.spans.get(0)
+                if mine is None or again is None or mine.shape != again.shape:
+                    similarity = -1.0
+                elif len(mine):
+                    similarity = min(similarity, float(np.min(np.sum(mine * again, axis=1))))
+            if not similarity >= SELF_CHECK_MIN_COSINE:
+                raise OutputsScrambled(
+                    f"self-check failed: ticket {prepared.tickets[k].ticket_id} encoded alone does not match its "
+                    f"output from the batched pass (cosine {similarity:.3f} < {SELF_CHECK_MIN_COSINE}): the engine "
+                    "returned outputs that do not belong to their inputs; this chunk was not written"
+                )
+
+    def compute(self, run_id: str, ticket_ids: Sequence[str], current: dict[str, TicketInput]) -> ChunkOutcome:
         return self.run(run_id, self.prepare(ticket_ids, current))
+
+
+def _picks(ok: list[int], lengths: list[int]) -> list[int]:
+    """The self-check's items: the shortest and the longest (a batching loop sorts by length, so an un-sort
+    bug moves them most), and random others, SELF_CHECK_ITEMS in all."""
+    chosen = list(dict.fromkeys([ok[lengths.index(min(lengths))], ok[lengths.index(max(lengths))]]))
+    rest = [k for k in ok if k not in chosen]
+    return chosen + _RNG.sample(rest, max(0, min(SELF_CHECK_ITEMS - len(chosen), len(rest))))
 
 
 def build_predictor(settings: Settings, encoder: BatchEncoder, version: str | None = None) -> Predictor:

@@ -26,10 +26,11 @@ class FailureKind(StrEnum):
     BATCH_REQUEST_ERROR = "batch_request_error"  # a provider's batch answered this request with an error
     BATCH_EXPIRED = "batch_expired"  # the batch expired (or was cancelled) before this request ran
     BATCH_MISSING = "batch_missing"  # the ended batch returned no usable line for this request
+    UNSUPPORTED_ID = "unsupported_id"  # the source row's ID cannot be a key: NULL, or too long (see store/source.py)
 
     @property
     def retryable(self) -> bool:
-        return self is not FailureKind.PROCESS_CRASH
+        return self not in (FailureKind.PROCESS_CRASH, FailureKind.UNSUPPORTED_ID)
 
     @property
     def message(self) -> str:
@@ -47,6 +48,7 @@ _MESSAGES = {
     FailureKind.BATCH_REQUEST_ERROR: "the batch provider answered this request with an error",
     FailureKind.BATCH_EXPIRED: "the batch expired or was cancelled before this request ran",
     FailureKind.BATCH_MISSING: "the ended batch returned no usable result for this request",
+    FailureKind.UNSUPPORTED_ID: "the source row's ticket ID is NULL or longer than 512 bytes: it cannot be stored",
 }
 
 
@@ -56,6 +58,7 @@ class SkipReason(StrEnum):
     EMPTY_INPUT = "empty_input"  # nothing to embed: NULL, empty or whitespace-only subject and body
     DELETED = "deleted"  # the ticket was deleted after planning
     SUPERSEDED = "superseded"  # a newer version of the ticket already has its result
+    MODEL_OUTDATED = "model_outdated"  # a result of the current model version is stored; this run's model is another
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,26 @@ class SourceTicket:
     subject: str | None
     body: str | None
     version_at: dt.datetime  # updated_at, or created_at where the source leaves updated_at NULL
+
+
+@dataclass(frozen=True, slots=True)
+class TicketInput:
+    """A ticket as the model path reads it: the model input after the input policy (at most `max_chars`),
+    never the whole text, plus the content hash of the whole raw subject and body."""
+
+    ticket_id: str
+    version_at: dt.datetime
+    content_hash: str
+    text: str | None  # None: nothing to embed (empty_input)
+    cut: bool  # cut at max_chars before tokenizing
+
+
+@dataclass(frozen=True, slots=True)
+class SourceVersion:
+    """What a ticket is now, without its text: the content hash of its current text and its version time."""
+
+    content_hash: str
+    version_at: dt.datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,9 +191,12 @@ class LoadSummary:
     superseded: int = 0  # a newer result of the ticket is stored
     invalid: int = 0  # failed validation or went stale: recorded as failures
     deleted: int = 0  # the ticket left the source
+    outdated: int = 0  # a result of the current model version is stored and this run's model is another
+    orphaned: int = 0  # staged rows with no run item: never written (finish_run's reconciliation fails)
+    retracted: int = 0  # results removed because their ticket is no longer in the source
 
     def add(self, other: LoadSummary) -> None:
-        for name in ("written", "unchanged", "superseded", "invalid", "deleted"):
+        for name in ("written", "unchanged", "superseded", "invalid", "deleted", "outdated", "orphaned", "retracted"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     @property

@@ -8,7 +8,7 @@ from inference.errors import RunFailed
 from inference.pipeline.runtime import Runtime, log
 from inference.pipeline.steptimes import timed_step
 from inference.report.timing import cost_per_1000, per_second, spans, timing, union_seconds
-from inference.store import items, metrics, runs
+from inference.store import items, metrics, runs, staging
 from inference.store.db import utcnow, writing
 from inference.store.schema import ITEM_FAILED, ITEM_PLANNED, ITEM_SKIPPED, ITEM_STAGED, ITEM_SUCCEEDED
 
@@ -26,6 +26,7 @@ def finish_run(settings: Settings, run_id: str) -> dict:
             counts = items.item_counts(conn, run_id)
             reasons = items.skip_reasons(conn, run_id)
             missing_results = runs.succeeded_without_result(conn, run_id)
+            orphans = staging.staged_without_item(conn, run_id)
             steps = timing(spans(metrics.steps(conn, run_id)))
             model_tickets = metrics.model_tickets(conn, run_id)
             processing = union_seconds(metrics.processing_intervals(conn, run_id))
@@ -41,6 +42,8 @@ def finish_run(settings: Settings, run_id: str) -> dict:
                     remedy = _unfinished_remedy(by_shard, unloaded)
             elif missing_results:
                 error = f"reconciliation failed: {missing_results} succeeded tickets have no result row"
+            elif orphans:
+                error = f"reconciliation failed: {orphans} staged results have no run item (never written)"
             elif backlog and failed / backlog > settings.max_failure_rate:
                 error = (
                     f"failure rate {failed / backlog:.2%} ({failed} of {backlog}) is above "
@@ -72,6 +75,8 @@ def finish_run(settings: Settings, run_id: str) -> dict:
             "failed": failed,
             "skipped": skipped,
             "reasons": reasons,
+            "source_duplicates": run.source_duplicates,
+            "retracted": run.retracted,
             "shards": run.shards,
             "real_tokens": run.real_tokens,
             "padded_tokens": run.padded_tokens,

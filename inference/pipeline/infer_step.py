@@ -23,7 +23,6 @@ from inference.records import Failure, FailureKind, InferSummary, RetrySummary
 from inference.store import failures, items, metrics, runs, staging
 from inference.store.db import utcnow, writing
 from inference.store.schema import ITEM_SKIPPED, ITEM_STAGED
-from inference.textprep import content_hash
 
 
 def checked_predictor(rt: Runtime, run_id: str, predictor: Predictor | None) -> Predictor:
@@ -128,7 +127,7 @@ def process(
     with writing(rt.engine) as conn:
         items.claim(conn, run_id, ticket_ids)
     with rt.engine.connect() as conn:
-        current = rt.source.by_ids(conn, ticket_ids)
+        current = rt.source.model_inputs(conn, ticket_ids, predictor.input_text)
     outcome = predictor.compute(run_id, ticket_ids, current)
     tally.add(commit(rt, run_id, predictor.version, outcome, task))
 
@@ -137,8 +136,8 @@ def _crashed_too_often(
     rt: Runtime, run_id: str, version: str, ticket_id: str, tally: _Tally, task: TaskInfo | None = None
 ) -> None:
     with rt.engine.connect() as conn:
-        ticket = rt.source.by_ids(conn, [ticket_id]).get(ticket_id)
-    digest = content_hash(ticket.subject, ticket.body) if ticket else "0" * 64
+        ticket = rt.source.versions(conn, [ticket_id]).get(ticket_id)
+    digest = ticket.content_hash if ticket else "0" * 64
     failure = Failure(ticket_id, digest, FailureKind.PROCESS_CRASH)
     tally.add(commit(rt, run_id, version, ChunkOutcome(failures=[failure]), task))
 
@@ -175,7 +174,7 @@ def _pages(
             if not page:
                 return
             fresh = [ticket_id for ticket_id, attempts in page if attempts == 0]
-            current = rt.source.by_ids(conn, fresh) if fresh else {}
+            current = rt.source.model_inputs(conn, fresh, predictor.input_text) if fresh else {}
         yield page, predictor.prepare(fresh, current)
         after = page[-1][0]
 

@@ -1,17 +1,21 @@
-"""load_results: validate staged outputs, upsert them by ticket ID, settle each item's state."""
+"""load_results: validate staged outputs, upsert them by ticket ID, settle each item's state; then the
+retraction sweep (results of tickets deleted from the source)."""
 
 from __future__ import annotations
+
+import sqlalchemy as sa
 
 from inference.config import Settings
 from inference.heads.summary_batch import waiting_columns
 from inference.modelinfo import model_id
 from inference.pipeline.runtime import Runtime, log
 from inference.pipeline.steptimes import timed_step
-from inference.records import Failure, FailureKind, LoadSummary, SkipReason
+from inference.records import Failure, FailureKind, LoadSummary, SkipReason, SourceVersion, StagedResult
 from inference.store import failures, items, runs, staging
 from inference.store.db import utcnow, writing
-from inference.store.results import current_versions, upsert_results
-from inference.store.schema import ITEM_SKIPPED, ITEM_SUCCEEDED
+from inference.store.results import current_model_version, replace_if_unchanged, stored_rows, upsert_results
+from inference.store.retraction import sweep_deleted
+from inference.store.schema import ITEM_SKIPPED, ITEM_SUCCEEDED, inference_runs
 from inference.validate import output_checker
 
 
@@ -20,15 +24,26 @@ def load_results(settings: Settings, run_id: str) -> LoadSummary:
     with Runtime(settings) as rt:
         with rt.engine.connect() as conn:
             version = runs.get_run(conn, run_id).model_version
-        return load_staged(rt, run_id, version)
+        summary = load_staged(rt, run_id, version)
+        if settings.retract_deleted:
+            summary.retracted = sweep_deleted(rt.engine, rt.source)
+            with writing(rt.engine) as conn:
+                runs.update_run(conn, run_id, retracted=inference_runs.c.retracted + summary.retracted)
+            log.info("run %s: %d results of tickets deleted from the source removed", run_id, summary.retracted)
+        return summary
 
 
 def load_staged(rt: Runtime, run_id: str, version: str) -> LoadSummary:
     """Page by page (ticket_id order); each page commits as one transaction and leaves staging.
 
     Killed mid-way, a rerun finds only the pages not yet committed. Two loads at once converge:
-    the second finds the results already current and counts them succeeded. A ticket edited after
-    infer read it is not written: it fails as `stale_input` (retryable) and the retry reads the new text.
+    the second finds the results already current and counts them succeeded.
+
+    A staged result is written only while its content hash is the hash of the ticket's current text: a
+    ticket edited after infer read it fails as `stale_input` (retryable; the retry reads the new text),
+    whatever its timestamps say. A result of the current model version (the most recently planned run's) is
+    never replaced by another version's: the item is skipped `model_outdated`. A staged row with no item in
+    the run is never written (finish_run's reconciliation fails on it).
     """
     settings = rt.settings
     check, mid = output_checker(settings), model_id(settings.model_dir)
@@ -44,45 +59,118 @@ def load_staged(rt: Runtime, run_id: str, version: str) -> LoadSummary:
         page = [r for r in page if all(r.outputs.get(c) is not None for c in waiting)]
         if not page:
             continue
+        ids = [r.ticket_id for r in page]
         with rt.engine.connect() as conn:
-            latest = rt.source.versions(conn, [r.ticket_id for r in page])
-        now, valid, invalid, deleted = utcnow(), [], [], []
+            latest = rt.source.versions(conn, ids)
+            known = items.item_ids(conn, run_id, ids)
+        now, valid, invalid, deleted, orphans = utcnow(), [], [], [], []
         for staged in page:
-            if staged.ticket_id not in latest:
+            current = latest.get(staged.ticket_id)
+            if staged.ticket_id not in known:
+                orphans.append(staged.ticket_id)
+            elif current is None:
                 deleted.append(staged.ticket_id)
-                continue
-            if latest[staged.ticket_id] > staged.source_updated_at:  # edited after infer read it
+            elif current.content_hash != staged.content_hash:  # edited after infer read it
                 invalid.append(Failure(staged.ticket_id, staged.content_hash, FailureKind.STALE_INPUT))
-                continue
-            reason = check(staged.to_row())
-            if reason or staged.model_version != version:
-                reason = reason or "staged by another model version"
+            elif reason := check(staged.to_row()) or (
+                "staged by another model version" if staged.model_version != version else None
+            ):
                 invalid.append(Failure(staged.ticket_id, staged.content_hash, FailureKind.INVALID_OUTPUT, reason))
-                continue
-            valid.append(staged.to_result_row(mid, now))
+            else:
+                valid.append(_result_row(staged, current, mid, now))
         with writing(rt.engine) as conn:
-            written = upsert_results(conn, valid)
-            rest = [r["ticket_id"] for r in valid if r["ticket_id"] not in written]
-            stored = current_versions(conn, rest)
-            mine = {r["ticket_id"]: (r["content_hash"], version) for r in valid}
-            unchanged = [t for t in rest if stored.get(t) == mine[t]]
-            superseded = [t for t in rest if stored.get(t) != mine[t]]
-            items.set_items(conn, run_id, [*written, *unchanged], ITEM_SUCCEEDED, None)
-            items.set_items(conn, run_id, superseded, ITEM_SKIPPED, SkipReason.SUPERSEDED)
-            items.set_items(conn, run_id, deleted, ITEM_SKIPPED, SkipReason.DELETED)
-            failures.resolve_failures(conn, [*written, *unchanged])
-            failures.record_failures(conn, run_id, version, invalid, settings.max_attempts)
-            staging.unstage(conn, run_id, [r.ticket_id for r in page])
-        totals.add(LoadSummary(run_id, len(written), len(unchanged), len(superseded), len(invalid), len(deleted)))
+            now_current = current_model_version(conn)
+            written = upsert_results(conn, valid, now_current)
+            refused = [r for r in valid if r["ticket_id"] not in written]
+            settled = _settle_refused(rt, conn, refused, version, now_current)
+            done = [*written, *settled.written, *settled.unchanged]
+            items.set_items(conn, run_id, done, ITEM_SUCCEEDED, None)
+            items.set_items(conn, run_id, settled.superseded, ITEM_SKIPPED, SkipReason.SUPERSEDED)
+            items.set_items(conn, run_id, settled.outdated, ITEM_SKIPPED, SkipReason.MODEL_OUTDATED)
+            items.set_items(conn, run_id, [*deleted, *settled.deleted], ITEM_SKIPPED, SkipReason.DELETED)
+            failures.resolve_failures(conn, done)
+            failures.record_failures(conn, run_id, version, [*invalid, *settled.stale], settings.max_attempts)
+            staging.unstage(conn, run_id, [t for t in ids if t not in set(orphans)])
+        totals.add(
+            LoadSummary(
+                run_id,
+                written=len(written) + len(settled.written),
+                unchanged=len(settled.unchanged),
+                superseded=len(settled.superseded),
+                invalid=len(invalid) + len(settled.stale),
+                deleted=len(deleted) + len(settled.deleted),
+                outdated=len(settled.outdated),
+                orphaned=len(orphans),
+            )
+        )
+    if totals.orphaned:
+        log.error(
+            "run %s load: %d staged results have no run item in this run: not written (finish_run fails the run)",
+            run_id,
+            totals.orphaned,
+        )
     log.info(
-        "run %s load: %d written, %d already current, %d superseded by newer results, %d invalid",
+        "run %s load: %d written, %d already current, %d superseded by newer results, %d kept for the current "
+        "model version, %d invalid or stale, %d deleted",
         run_id,
         totals.written,
         totals.unchanged,
         totals.superseded,
+        totals.outdated,
         totals.invalid,
+        totals.deleted,
     )
     return totals
+
+
+def _result_row(staged: StagedResult, current: SourceVersion, mid: str, now) -> dict:
+    row = staged.to_result_row(mid, now)
+    row["source_updated_at"] = current.version_at  # the same text; its version time may have moved either way
+    return row
+
+
+class _Settled:
+    def __init__(self) -> None:
+        self.written: list[str] = []
+        self.unchanged: list[str] = []
+        self.superseded: list[str] = []
+        self.outdated: list[str] = []
+        self.deleted: list[str] = []
+        self.stale: list[Failure] = []
+
+
+def _settle_refused(rt: Runtime, conn: sa.Connection, rows: list[dict], version: str, now_current) -> _Settled:
+    """Rows the upsert's guard kept out, decided on the source read again inside this transaction (SQLite:
+    under the write lock; PostgreSQL: the latest committed text): a newer result of the current text stays
+    (superseded), a result of the current model version stays (model_outdated), the same result is already
+    there (unchanged); but when our text is still the current one and the stored result is not, the guard
+    was misled by the source's timestamps (updated_at went backwards): the stored result is replaced, if no
+    one changed it meanwhile."""
+    out = _Settled()
+    if not rows:
+        return out
+    ids = [r["ticket_id"] for r in rows]
+    stored, fresh = stored_rows(conn, ids), rt.source.versions(conn, ids)
+    for row in rows:
+        t, digest = row["ticket_id"], row["content_hash"]
+        s, f = stored.get(t), fresh.get(t)
+        if f is None:
+            out.deleted.append(t)
+        elif s is not None and (s.content_hash, s.model_version) == (digest, version):
+            out.unchanged.append(t)
+        elif s is not None and s.model_version == now_current and version != now_current:
+            out.outdated.append(t)
+        elif f.content_hash != digest:
+            if s is not None and s.content_hash == f.content_hash:
+                out.superseded.append(t)
+            else:  # edited again meanwhile: the retry reads the new text
+                out.stale.append(Failure(t, digest, FailureKind.STALE_INPUT))
+        elif s is None:  # removed meanwhile: write it
+            (out.written if upsert_results(conn, [row], now_current) else out.superseded).append(t)
+        else:
+            row["source_updated_at"] = f.version_at
+            (out.written if replace_if_unchanged(conn, row, s) else out.superseded).append(t)
+    return out
 
 
 def has_retries(settings: Settings, run_id: str) -> bool:

@@ -23,6 +23,7 @@ class Runtime:
 
     def __init__(self, settings: Settings, *, create: bool = False):
         self.settings = settings
+        self.planning = create  # plan: the source's shape is checked when it is first used (Source.check)
         check_model_dir(settings.model_dir)
         self.engine: sa.Engine = make_engine(settings.db_url)
         try:
@@ -39,7 +40,16 @@ class Runtime:
 
     @cached_property
     def source(self) -> Source:
-        return Source(self.engine, self.settings.source)
+        if self.planning:  # an outdated schema is refused first, as ever (read-only)
+            from inference.store.migrate import state
+
+            schema = state(self.engine)
+            if not schema.empty and (problem := schema.problem()) is not None:
+                raise problem
+        source = Source(self.engine, self.settings.source)
+        if self.planning:  # refuses a source that cannot be read by instant and by key, naming the column
+            source.check()
+        return source
 
     @cached_property
     def model_version(self) -> str:

@@ -1,14 +1,28 @@
-"""The idempotent upsert into ticket_results, with its stale-write guard."""
+"""The idempotent upsert into ticket_results, with its stale-write guard.
+
+What decides whether a result is current is the content hash of the ticket's current text, never a timestamp
+alone: load_results writes only outputs whose hash matches the source's current text, just read. The guard in
+the upsert protects that decision from a concurrent writer (a backfill, a second copy) in the moments between:
+
+- a result of the current model version (the version of the most recently planned run) is never replaced by
+  another version's output;
+- otherwise the incoming row replaces the stored one when its source version is later, or the same with a
+  different text or model version, or it is the same text moving to the current model version.
+
+A row the guard refuses although its text is the current one (the source's `updated_at` went backwards: a
+restore, clock skew) is written by `replace_if_unchanged` once the caller has checked the source again:
+a compare-and-swap on the stored row, so a stale result never stays because of a timestamp.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import sqlalchemy as sa
 
 from inference.store.bulk import copy_into_temp
 from inference.store.db import in_pages, insert_for
-from inference.store.schema import ticket_results
+from inference.store.schema import inference_runs, ticket_results
 
 # Every column but the key and the first-written time: a newer result replaces all of the old one.
 UPDATED_ON_CONFLICT = tuple(c.name for c in ticket_results.columns if c.name not in ("ticket_id", "created_at"))
@@ -28,12 +42,22 @@ def newest_per_ticket(rows: Iterable[dict]) -> list[dict]:
     return [best[k] for k in sorted(best)]
 
 
-def upsert_results(conn: sa.Connection, rows: Iterable[dict]) -> set[str]:
-    """INSERT .. ON CONFLICT (ticket_id) DO UPDATE, only where the incoming row is newer.
+def current_model_version(conn: sa.Connection) -> str | None:
+    """The model version of the most recently planned run (dry runs aside): the deployment's current one.
+    A late or concurrent run of another version never replaces its results."""
+    r = inference_runs.c
+    stmt = (
+        sa.select(r.model_version).where(r.status != "dry_run").order_by(r.planned_at.desc(), r.run_id.desc()).limit(1)
+    )
+    return conn.scalar(stmt)
 
-    Newer means: a later source version, or the same version with a different content hash or model
-    version. An older version of a ticket never overwrites a newer result, and writing the same
-    result twice changes nothing. Returns the IDs actually written.
+
+def upsert_results(conn: sa.Connection, rows: Iterable[dict], current_version: str | None = None) -> set[str]:
+    """INSERT .. ON CONFLICT (ticket_id) DO UPDATE, only where the incoming row is newer (see the module).
+
+    An older version of a ticket never overwrites a newer result, a result of `current_version` is never
+    replaced by another version's, and writing the same result twice changes nothing. Returns the IDs
+    actually written.
     """
     rows = newest_per_ticket(rows)
     if not rows:
@@ -51,30 +75,66 @@ def upsert_results(conn: sa.Connection, rows: Iterable[dict]) -> set[str]:
             sa.or_(cur.content_hash != new.content_hash, cur.model_version != new.model_version),
         ),
     )
+    where = is_newer
+    if current_version is not None:
+        now_current = sa.literal(current_version, sa.String)
+        upgrade = sa.and_(
+            cur.content_hash == new.content_hash, cur.model_version != now_current, new.model_version == now_current
+        )
+        protected = sa.and_(cur.model_version == now_current, new.model_version != now_current)
+        where = sa.and_(sa.not_(protected), sa.or_(is_newer, upgrade))
     stmt = stmt.on_conflict_do_update(
         index_elements=[cur.ticket_id],
         set_={name: new[name] for name in UPDATED_ON_CONFLICT},
-        where=is_newer,
+        where=where,
     ).returning(cur.ticket_id)
     if conn.dialect.name == "postgresql":
         return {r[0] for r in conn.execute(stmt)}
     return {r[0] for r in conn.execute(stmt, rows)}
 
 
+def replace_if_unchanged(conn: sa.Connection, row: Mapping, expected: sa.Row) -> bool:
+    """Replaces the stored result of row's ticket by `row`, only if it is still exactly `expected` (its
+    content hash, model version and source version): a compare-and-swap. True when it was replaced."""
+    c = ticket_results.c
+    stmt = (
+        sa.update(ticket_results)
+        .where(
+            c.ticket_id == row["ticket_id"],
+            c.content_hash == expected.content_hash,
+            c.model_version == expected.model_version,
+            c.source_updated_at == expected.source_updated_at,
+        )
+        .values({name: row[name] for name in UPDATED_ON_CONFLICT})
+    )
+    return conn.execute(stmt).rowcount == 1
+
+
 def current_versions(conn: sa.Connection, ticket_ids: list[str]) -> dict[str, tuple[str, str]]:
     """ticket_id -> (content_hash, model_version) of the stored result."""
+    return {t: (r.content_hash, r.model_version) for t, r in stored_rows(conn, ticket_ids).items()}
+
+
+def stored_rows(conn: sa.Connection, ticket_ids: Iterable[str]) -> dict[str, sa.Row]:
+    """ticket_id -> (ticket_id, content_hash, model_version, source_updated_at) of the stored result."""
     c = ticket_results.c
-    stmt = sa.select(c.ticket_id, c.content_hash, c.model_version).where(
+    stmt = sa.select(c.ticket_id, c.content_hash, c.model_version, c.source_updated_at).where(
         c.ticket_id.in_(sa.bindparam("ids", expanding=True))
     )
-    out: dict[str, tuple[str, str]] = {}
+    out: dict[str, sa.Row] = {}
     for page in in_pages(ticket_ids):
-        out.update({r.ticket_id: (r.content_hash, r.model_version) for r in conn.execute(stmt, {"ids": page})})
+        out.update({r.ticket_id: r for r in conn.execute(stmt, {"ids": page})})
     return out
 
 
-def retract_results(conn: sa.Connection, ticket_ids: list[str]) -> None:
-    """Deletes results whose ticket no longer has anything to embed (emptied since)."""
+def retract_results(conn: sa.Connection, ticket_ids: list[str]) -> int:
+    """Deletes the results of these tickets (emptied, or gone from the source); returns how many went."""
     stmt = sa.delete(ticket_results).where(ticket_results.c.ticket_id.in_(sa.bindparam("ids", expanding=True)))
-    for page in in_pages(ticket_ids):
-        conn.execute(stmt, {"ids": page})
+    return sum(conn.execute(stmt, {"ids": page}).rowcount for page in in_pages(ticket_ids))
+
+
+def result_ids_after(conn: sa.Connection, after: str, limit: int) -> list[str]:
+    """The next page of result ticket IDs (keyset order): the retraction sweep's cursor."""
+    c = ticket_results.c
+    stmt = sa.select(c.ticket_id).where(c.ticket_id > after).order_by(c.ticket_id).limit(limit)
+    return list(conn.scalars(stmt))

@@ -48,3 +48,18 @@ def unstage(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> None
     )
     for page in in_pages(ticket_ids):
         conn.execute(stmt, {"ids": page})
+
+
+def staged_without_item(conn: sa.Connection, run_id: str) -> int:
+    """Staged rows of the run whose ticket has no item in it: must be zero (load_results never writes them)."""
+    st, i = s.inference_staging.c, s.inference_run_items.c
+    stmt = (
+        sa.select(sa.func.count())
+        .select_from(
+            s.inference_staging.outerjoin(
+                s.inference_run_items, sa.and_(i.run_id == st.run_id, i.ticket_id == st.ticket_id)
+            )
+        )
+        .where(st.run_id == run_id, i.ticket_id.is_(None))
+    )
+    return conn.scalar(stmt) or 0

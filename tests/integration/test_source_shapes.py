@@ -1,0 +1,632 @@
+"""Source tables shaped like real help-desk databases (issue 12), each built for real on SQLite and on
+PostgreSQL, run through the whole pipeline (stand-in encoder): nothing lost, nothing duplicated, the right
+final state; a shape that cannot be supported is refused at start, naming the column and the fix, before
+anything is written.
+
+Cases: duplicate IDs (a view over a join, an import), IDs of other shapes (untyped SQLite columns, `id + 0`
+views, mixed types, long IDs, NULL IDs, non-integers in an INTEGER column, `limit` order), timestamps (text with
+offsets, naive in a zone, a non-UTC database, DST), `updated_at` going backwards, two model versions, deleted
+tickets, invisible-only text, scrambled engine outputs and staged rows without a run item. Memory with big
+tickets is in test_source_memory.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import threading
+
+import pytest
+import sqlalchemy as sa
+
+from inference.engine.standin import StandInEncoder
+from inference.errors import ConfigError, OutputsScrambled
+from inference.options import RunOptions
+from inference.pipeline import finish_run, infer_shard, load_results, plan_run
+from inference.records import StagedResult
+from inference.store import staging
+from inference.store.db import writing
+from inference.store.schema import inference_staging
+from inference.window import window_for_date
+from tests.support import sources as s
+from tests.support.sources import Shapes, ticket
+
+DAY = dt.date(2026, 11, 30)
+W = window_for_date(DAY)
+W_BEFORE, W_AFTER = window_for_date(DAY - dt.timedelta(days=1)), window_for_date(DAY + dt.timedelta(days=1))
+AT = W.start + dt.timedelta(hours=3)
+TEXTS = [
+    ("Charged twice", "I was billed twice for my plan this month."),
+    ("Cannot log in", "The password reset email never arrives."),
+    ("App crashes", "The desktop client crashes on startup."),
+    ("Dark mode please", "It would be great to have a dark mode."),
+    ("Where is my parcel", "My order has not arrived yet."),
+    ("Cancel my plan", "Please cancel my subscription."),
+]
+
+
+@pytest.fixture
+def shapes(db_engine):
+    made = Shapes(db_engine)
+    yield made
+    made.close()
+
+
+def text(k: int) -> tuple[str, str]:
+    subject, body = TEXTS[k % len(TEXTS)]
+    return subject, f"{body} Reference {k}."
+
+
+def rows(ids, at=AT) -> list[dict]:
+    return [ticket(i, *text(n), at) for n, i in enumerate(ids)]
+
+
+def final_states(engine, run_id) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for status, _reason in s.items(engine, run_id).values():
+        out[status] = out.get(status, 0) + 1
+    return out
+
+
+# --- duplicate IDs ---------------------------------------------------------------------------------------------
+
+
+def test_a_view_over_a_join_with_duplicate_ids_is_planned_once_per_ticket(db_engine, shapes):
+    ts = shapes.ts()
+    shapes.table("base", f"id BIGINT PRIMARY KEY, subject TEXT, body TEXT, created_at {ts}, updated_at {ts}")
+    shapes.table("tags", "ticket BIGINT, tag TEXT")
+    shapes.insert(
+        "base", [dict(id=k, subject=text(k)[0], body=text(k)[1], created_at=AT, updated_at=AT) for k in (1, 2, 3, 4)]
+    )
+    shapes.insert(
+        "tags", [dict(ticket=t, tag=g) for t, g in [(1, "a"), (1, "b"), (1, "c"), (2, "a"), (2, "b"), (3, "a")]]
+    )
+    shapes.view(
+        "src",
+        "SELECT b.id AS ticket_id, b.subject, b.body, b.created_at, b.updated_at FROM base b JOIN tags t ON t.ticket = b.id",
+    )
+    settings = s.settings(db_engine)
+
+    summary = s.run(settings, "run-1", W)
+
+    assert (summary["status"], summary["backlog"], summary["succeeded"]) == ("succeeded", 3, 3)
+    assert summary["source_duplicates"] == 3  # 6 rows for 3 tickets
+    assert sorted(s.results(db_engine)) == ["1", "2", "3"]
+    again = s.run(settings, "run-2", W)  # every rerun of the window goes through, and finds nothing to do
+    assert (again["status"], again["backlog"], again["source_duplicates"]) == ("succeeded", 0, 3)
+    named = s.run(settings, "run-3", W, RunOptions(ticket_ids=("1", "2")))
+    assert (named["status"], named["succeeded"]) == ("succeeded", 2)
+
+
+def test_duplicate_rows_of_an_import_keep_the_newest_version_ties_broken_by_hash(db_engine, shapes):
+    shapes.tickets_table()  # no primary key: an import may repeat an ID
+    later = AT + dt.timedelta(hours=1)
+    shapes.insert(
+        "src",
+        [
+            ticket(5, "Refund", "old text of five", AT),
+            ticket(5, "Refund", "new text of five", later),
+            ticket(6, "Login", "one text of six", AT),
+            ticket(6, "Login", "another text of six", AT),  # same version: the higher content hash wins
+            ticket(7, "Parcel", "only row of seven", AT),
+        ],
+    )
+    settings = s.settings(db_engine)
+
+    summary = s.run(settings, "run-1", W)
+
+    assert (summary["status"], summary["succeeded"], summary["source_duplicates"]) == ("succeeded", 3, 2)
+    stored = s.results(db_engine)
+    assert stored["5"].content_hash == s.digest("Refund", "new text of five")
+    assert stored["5"].source_updated_at == later
+    tie = max(s.digest("Login", "one text of six"), s.digest("Login", "another text of six"))
+    assert stored["6"].content_hash == tie
+    assert len(stored) == 3
+    assert s.run(settings, "run-2", W)["backlog"] == 0  # load agreed with plan on the winner: converged
+
+
+# --- IDs of other shapes ---------------------------------------------------------------------------------------
+
+
+def test_untyped_columns_and_id_plus_zero_views_find_their_integer_ids(db_engine, shapes):
+    ts = shapes.ts()
+    untyped = "ticket_id" if not shapes.pg else "ticket_id BIGINT"  # SQLite: no declared type at all
+    shapes.table("raw", f"{untyped}, subject TEXT, body TEXT, created_at {ts}, updated_at {ts}")
+    shapes.insert("raw", rows([1, 2, 10, 11, 12]))
+    shapes.view("src", "SELECT ticket_id + 0 AS ticket_id, subject, body, created_at, updated_at FROM raw")
+
+    for table, run_id in (("raw", "run-raw"), ("src", "run-view")):
+        settings = s.settings(db_engine, table)
+        summary = s.run(settings, run_id, W, RunOptions(reprocess=True))
+        assert (summary["status"], summary["succeeded"], summary["skipped"]) == ("succeeded", 5, 0), table
+        assert set(s.items(db_engine, run_id).values()) == {("succeeded", None)}
+    assert sorted(s.results(db_engine), key=int) == ["1", "2", "10", "11", "12"]
+
+
+def test_mixed_id_types_are_all_processed(db_engine, shapes):
+    if shapes.pg:  # one type per column: text holding numbers and names
+        shapes.tickets_table(id_type="TEXT")
+        ids = ["1", "2", "10", "A-7", "007", "3.5"]
+        keys = ids
+    else:  # an untyped column holding integers, text, reals and a blob
+        shapes.tickets_table(id_type="")
+        ids = [1, 2, 10, "A-7", "007", 3.5, 12.0, b"\xbe\xef"]
+        keys = ["1", "2", "10", "A-7", "007", "3.5", "12", "X'BEEF'"]
+    shapes.insert("src", rows(ids))
+    settings = s.settings(db_engine)
+
+    summary = s.run(settings, "run-1", W)
+
+    assert (summary["status"], summary["succeeded"], summary["skipped"]) == ("succeeded", len(ids), 0)
+    assert sorted(s.results(db_engine)) == sorted(keys)
+    assert s.run(settings, "run-2", W)["backlog"] == 0
+
+
+def test_a_non_integer_value_in_an_integer_column_is_processed(db_engine, shapes):
+    if shapes.pg:  # PostgreSQL cannot hold one: the nearest shape is a numeric column with fractions
+        shapes.tickets_table(id_type="NUMERIC")
+        ids, keys = [1, 2.5, 3], ["1", "2.5", "3"]
+    else:
+        shapes.tickets_table(id_type="INTEGER")
+        ids, keys = [1, "abc", 2.5, 3], ["1", "abc", "2.5", "3"]
+    shapes.insert("src", rows(ids))
+    settings = s.settings(db_engine)
+
+    shards = plan_run(settings, "run-1", W)
+    for shard in shards:
+        infer_shard(settings, "run-1", shard.shard, predictor=s.predictor(settings))
+    load_results(settings, "run-1")
+    summary = finish_run(settings, "run-1")
+
+    assert (summary["status"], summary["succeeded"]) == ("succeeded", len(ids))
+    assert sorted(s.results(db_engine)) == sorted(keys)
+
+
+def test_long_ids_work_to_512_bytes_and_longer_ones_fail_alone(db_engine, shapes):
+    shapes.tickets_table(id_type="TEXT")
+    fits = ["x" * 200, "y" * 512, "é" * 256]  # 256 two-byte characters: 512 bytes
+    too_long = ["z" * 600, "ü" * 300]  # 600 bytes each
+    shapes.insert("src", rows([*fits, "short", *too_long]))
+    settings = s.settings(db_engine, max_failure_rate=0.5)
+
+    summary = s.run(settings, "run-1", W)
+
+    assert (summary["status"], summary["succeeded"], summary["failed"]) == ("succeeded", 4, 2)
+    assert summary["reasons"] == {"unsupported_id": 2}
+    assert sorted(s.results(db_engine)) == sorted([*fits, "short"])
+    failed = s.failures(db_engine)
+    assert {(f.error_class, f.retryable, f.status) for f in failed} == {("unsupported_id", False, "dead_letter")}
+    assert all(f.ticket_id.startswith("!unsupported-id:") and len(f.ticket_id) < 128 for f in failed)
+    assert s.run(settings, "run-2", W)["backlog"] == 0  # dead-lettered: not failed again every night
+
+
+def test_null_ids_fail_alone_with_a_typed_reason(db_engine, shapes):
+    shapes.tickets_table()
+    shapes.insert("src", [*rows([1, 2, 3]), ticket(None, "No ID", "a row without an ID", AT)])
+    settings = s.settings(db_engine, max_failure_rate=0.5)
+
+    summary = s.run(settings, "run-1", W)
+
+    assert (summary["succeeded"], summary["failed"], summary["reasons"]) == (3, 1, {"unsupported_id": 1})
+    assert sorted(s.results(db_engine)) == ["1", "2", "3"]
+
+
+def test_limit_takes_the_lowest_ids_first_in_the_sources_own_order(db_engine, shapes):
+    shapes.tickets_table()
+    shapes.insert("src", rows([12, 2, 11, 1, 10]))
+    settings = s.settings(db_engine)
+
+    first = s.run(settings, "run-1", W, RunOptions(limit=3))
+    second = s.run(settings, "run-2", W, RunOptions(limit=3))
+
+    assert sorted(s.items(db_engine, "run-1"), key=int) == ["1", "2", "10"]  # numeric order, not 1, 10, 11
+    assert sorted(s.items(db_engine, "run-2"), key=int) == ["11", "12"]
+    assert (first["succeeded"], second["succeeded"]) == (3, 2)
+
+
+def test_named_ids_the_column_cannot_hold_are_reported_missing(db_engine, shapes):
+    shapes.tickets_table()
+    shapes.insert("src", rows([1, 2]))
+    settings = s.settings(db_engine)
+
+    summary = s.run(settings, "run-1", W, RunOptions(ticket_ids=("abc", "2", "99999999999999999999999")))
+
+    assert (summary["status"], summary["backlog"], summary["succeeded"]) == ("succeeded", 1, 1)
+
+
+# --- timestamps ------------------------------------------------------------------------------------------------
+
+
+def _three_nights(engine, settings, tag: str) -> dict[str, set[str]]:
+    """ticket -> the windows (of the night before, the night, the night after) that processed it."""
+    seen: dict[str, set[str]] = {}
+    for name, window in (("before", W_BEFORE), ("night", W), ("after", W_AFTER)):
+        run_id = f"{tag}-{name}"
+        summary = s.run(settings, run_id, window)
+        assert summary["status"] == "succeeded", summary
+        for ticket_id in s.items(engine, run_id):
+            seen.setdefault(ticket_id, set()).add(name)
+    return seen
+
+
+# instant (UTC) -> the text another application wrote for it
+STAMPS = {
+    1: (W.start - dt.timedelta(minutes=30), "2026-11-30 06:30:00+05:00"),  # 01:30 UTC: the night before
+    2: (W.start + dt.timedelta(minutes=90), "2026-11-30 01:30:00-02:00"),  # 03:30 UTC: the night
+    3: (W.start, "2026-11-30T02:00:00Z"),  # the window's first instant
+    4: (W.end - dt.timedelta(microseconds=1), "2026-12-01T01:59:59.999999"),  # naive UTC, 'T'
+    5: (W.end, "2026-12-01 07:30:00.000+05:30"),  # 02:00 UTC: the night after
+    6: (W.start + dt.timedelta(hours=12), "2026-11-30 14:00:00.000000"),  # naive UTC, as SQLAlchemy writes
+    7: (W.end - dt.timedelta(minutes=1), "2026-12-01 15:59:00+14:00"),  # Kiribati: 01:59 UTC
+    8: (W.start - dt.timedelta(hours=1), "2026-11-29T20:00-05:00"),  # 01:00 UTC: the night before
+}
+WINDOW_OF = {k: "before" if t < W.start else "after" if t >= W.end else "night" for k, (t, _) in STAMPS.items()}
+
+
+def test_text_timestamps_with_offsets_are_selected_by_instant(db_engine, shapes):
+    shapes.tickets_table(ts="TEXT")  # ISO-8601 text, as another application writes it (both databases)
+    shapes.insert("src", [ticket(k, *text(k), stamp) for k, (_, stamp) in STAMPS.items()])
+    settings = s.settings(db_engine)
+
+    seen = _three_nights(db_engine, settings, "text")
+
+    assert seen == {str(k): {WINDOW_OF[k]} for k in STAMPS}  # each ticket once, by the night of its instant
+    assert {k: r.source_updated_at for k, r in s.results(db_engine).items()} == {
+        str(k): t for k, (t, _) in STAMPS.items()
+    }
+
+
+def test_aware_timestamps_with_offsets_are_selected_by_instant(db_engine, shapes):
+    shapes.tickets_table()  # timestamptz on PostgreSQL; ISO text with offsets on SQLite
+    zones = [dt.timezone(dt.timedelta(hours=h)) for h in (5, -2, 0, 0, 5.5, 0, 14, -5)]
+    shapes.insert(
+        "src", [ticket(k, *text(k), t.astimezone(z)) for (k, (t, _)), z in zip(STAMPS.items(), zones, strict=True)]
+    )
+    settings = s.settings(db_engine)
+
+    assert _three_nights(db_engine, settings, "aware") == {str(k): {WINDOW_OF[k]} for k in STAMPS}
+
+
+BERLIN = "Europe/Berlin"
+# naive local times in Berlin around the DST changes of 2026 (back on Oct 25 at 01:00 UTC, forward on Mar 29
+# at 01:00 UTC) -> the UTC day of the nightly window each instant falls in
+DST_TICKETS = {
+    1: ("2026-10-25 02:30:00", dt.date(2026, 10, 24)),  # ambiguous: its first occurrence (CEST): 00:30 UTC
+    2: ("2026-10-25 02:59:59", dt.date(2026, 10, 24)),  # ambiguous: 00:59:59 UTC
+    3: ("2026-10-25 03:30:00", dt.date(2026, 10, 25)),  # CET: 02:30 UTC
+    4: ("2026-10-25 02:00:00", dt.date(2026, 10, 24)),  # ambiguous: 00:00 UTC
+    5: ("2026-10-26 02:59:00", dt.date(2026, 10, 25)),  # CET: 01:59 UTC on the 26th: the 25th's window
+    6: ("2026-03-29 02:30:00", dt.date(2026, 3, 28)),  # does not exist: read with the offset before (CET): 01:30 UTC
+    7: ("2026-03-29 03:59:00", dt.date(2026, 3, 28)),  # CEST: 01:59 UTC: the 28th's window
+    8: ("2026-03-29 04:00:00", dt.date(2026, 3, 29)),  # CEST: 02:00 UTC: the 29th's window
+}
+
+
+def _naive_source(shapes) -> None:
+    """Naive local times: `timestamp without time zone` on PostgreSQL, ISO text without offset on SQLite."""
+    shapes.tickets_table(ts="TIMESTAMP WITHOUT TIME ZONE" if shapes.pg else "TEXT")
+
+
+def test_dst_transitions_put_each_ticket_in_exactly_one_nightly_window(db_engine, shapes):
+    _naive_source(shapes)
+    shapes.insert("src", [ticket(k, *text(k), local) for k, (local, _) in DST_TICKETS.items()])
+    settings = s.with_source(s.settings(db_engine), timezone=BERLIN)
+    days = sorted({d + dt.timedelta(days=n) for _, d in DST_TICKETS.values() for n in (-1, 0, 1)})
+
+    seen: dict[str, list[dt.date]] = {}
+    for day in days:
+        run_id = f"dst-{day}"
+        assert s.run(settings, run_id, window_for_date(day))["status"] == "succeeded"
+        for ticket_id in s.items(db_engine, run_id):
+            seen.setdefault(ticket_id, []).append(day)
+
+    assert seen == {str(k): [day] for k, (_, day) in DST_TICKETS.items()}
+
+
+def test_naive_timestamps_in_a_zone_are_selected_by_instant(db_engine, shapes):
+    _naive_source(shapes)
+    berlin = {  # local Berlin time (CET, +01:00) -> night
+        1: ("2026-11-30 02:30:00", "before"),  # 01:30 UTC
+        2: ("2026-11-30 03:00:00", "night"),  # 02:00 UTC
+        3: ("2026-12-01 02:59:59", "night"),  # 01:59:59 UTC
+        4: ("2026-12-01 03:00:00", "after"),  # 02:00 UTC
+    }
+    shapes.insert("src", [ticket(k, *text(k), local) for k, (local, _) in berlin.items()])
+    settings = s.with_source(s.settings(db_engine), timezone=BERLIN)
+
+    assert _three_nights(db_engine, settings, "berlin") == {str(k): {night} for k, (_, night) in berlin.items()}
+
+
+@pytest.mark.parametrize("column_type", ["TIMESTAMP WITHOUT TIME ZONE", "TIMESTAMP WITH TIME ZONE"])
+def test_a_database_whose_own_time_zone_is_not_utc(pg_admin_url, column_type):
+    """PostgreSQL: the database's sessions default to Europe/Berlin. `timestamp with time zone` is read by
+    instant whatever the zone; `timestamp without time zone` is refused at start (its values may be local
+    times) until TICKETS_SOURCE_TIMEZONE names their zone, and then read by instant."""
+    from inference.store.db import make_engine
+
+    with s.database_of_its_own(pg_admin_url, "inference_tz", timezone=BERLIN) as url:
+        engine = make_engine(url)
+        try:
+            shapes = Shapes(engine)
+            shapes.tickets_table(ts=column_type)
+            local = sa.create_engine(url)  # a writer's session: Berlin time, as the database says
+            with local.begin() as conn:
+                assert conn.exec_driver_sql("SHOW TimeZone").scalar() == BERLIN
+                for k, stamp in ((1, "2026-11-30 02:30:00"), (2, "2026-11-30 03:30:00"), (3, "2026-12-01 03:30:00")):
+                    subject, body = text(k)
+                    conn.execute(
+                        sa.text("INSERT INTO src VALUES (:k, :s, :b, CAST(:t AS timestamp), CAST(:t AS timestamp))"),
+                        dict(k=k, s=subject, b=body, t=stamp),
+                    )
+            local.dispose()
+            settings = s.settings(engine)
+            if column_type == "TIMESTAMP WITHOUT TIME ZONE":
+                with pytest.raises(ConfigError) as refused:
+                    plan_run(settings, "run-refused", W)
+                message = str(refused.value)
+                assert "TICKETS_COL_CREATED_AT" in message and "created_at" in message and BERLIN in message
+                assert "TICKETS_SOURCE_TIMEZONE" in message
+                assert s.run_rows(engine) == 0 and not sa.inspect(engine).has_table("ticket_results")
+                settings = s.with_source(settings, timezone=BERLIN)
+            summary = s.run(settings, "run-1", W)
+            # Berlin 02:30 = 01:30 UTC (the night before), 03:30 = 02:30 UTC (this night), Dec 1 03:30 (the next)
+            assert (summary["status"], sorted(s.items(engine, "run-1"))) == ("succeeded", ["2"])
+        finally:
+            engine.dispose()
+
+
+@pytest.mark.parametrize("shape", ["numbers", "garbage", "wrong type"])
+def test_unreadable_timestamps_are_refused_at_start_naming_the_column(db_engine, shapes, shape):
+    if shape == "wrong type":
+        shapes.table("src", f"ticket_id INTEGER, subject TEXT, body TEXT, created_at {shapes.ts()}, updated_at BIGINT")
+        shapes.insert("src", [dict(ticket_id=1, subject="a", body="b", created_at=AT, updated_at=1764468000)])
+    else:
+        shapes.tickets_table(ts="TEXT" if shapes.pg else "")
+        value = 1764468000 if shape == "numbers" and not shapes.pg else "30/11/2026 05:00"
+        shapes.insert("src", [*rows([1, 2]), dict(ticket_id=3, subject="a", body="b", created_at=AT, updated_at=value)])
+    settings = s.settings(db_engine)  # (SQLite has no column types: a BIGINT column's numbers are refused as numbers)
+
+    with pytest.raises(ConfigError) as refused:
+        plan_run(settings, "run-1", W)
+
+    message = str(refused.value)
+    assert "TICKETS_COL_UPDATED_AT" in message and "column updated_at of src" in message
+    assert "view" in message  # the fix: point the setting at a view column that converts the values
+    assert s.run_rows(db_engine) == 0  # nothing written
+
+
+# --- updated_at going backwards --------------------------------------------------------------------------------
+
+
+def test_a_text_change_with_updated_at_moving_back_replaces_the_stale_result(db_engine, shapes):
+    shapes.tickets_table()
+    late = AT + dt.timedelta(hours=5)
+    shapes.insert("src", [ticket(1, "Refund", "first text", AT, late), ticket(2, "Login", "unchanged", AT)])
+    settings = s.settings(db_engine)
+    assert s.run(settings, "run-1", W)["succeeded"] == 2
+
+    back = AT + dt.timedelta(hours=1)  # a restore, clock skew: the new text has an older updated_at
+    stamp = back if shapes.pg else back.isoformat()
+    with writing(db_engine) as conn:
+        conn.execute(sa.text("UPDATE src SET body = 'second text', updated_at = :t WHERE ticket_id = 1"), {"t": stamp})
+
+    summary = s.run(settings, "run-2", W)
+
+    assert (summary["status"], summary["backlog"], summary["succeeded"], summary["skipped"]) == ("succeeded", 1, 1, 0)
+    stored = s.results(db_engine)["1"]
+    assert (stored.content_hash, stored.source_updated_at, stored.run_id) == (
+        s.digest("Refund", "second text"),
+        back,
+        "run-2",
+    )
+    assert s.run(settings, "run-3", W)["backlog"] == 0  # and it stays current
+
+    # once more, into an earlier night; a named run and a reprocess both write it, never "superseded"
+    earlier = W_BEFORE.start + dt.timedelta(hours=2)
+    stamp = earlier if shapes.pg else earlier.isoformat()
+    with writing(db_engine) as conn:
+        conn.execute(sa.text("UPDATE src SET body = 'third text', updated_at = :t WHERE ticket_id = 1"), {"t": stamp})
+    named = s.run(settings, "run-4", W_AFTER, RunOptions(ticket_ids=("1",)))
+    assert (named["succeeded"], named["skipped"]) == (1, 0)
+    assert s.results(db_engine)["1"].content_hash == s.digest("Refund", "third text")
+    redo = s.run(settings, "run-5", W_BEFORE, RunOptions(reprocess=True))
+    assert (redo["succeeded"], redo["skipped"]) == (1, 0)
+
+
+# --- two model versions ----------------------------------------------------------------------------------------
+
+
+def _planned_and_inferred(settings, run_id):
+    model = s.predictor(settings)
+    for shard in plan_run(settings, run_id, W):
+        infer_shard(settings, run_id, shard.shard, predictor=model)
+
+
+def test_a_late_load_of_an_older_model_version_never_replaces_the_current_one(db_engine, shapes):
+    shapes.tickets_table()
+    shapes.insert("src", rows([1, 2, 3, 4, 5]))
+    v1 = s.settings(db_engine, model_version="standin@v1")
+    v2 = s.settings(db_engine, model_version="standin@v2")
+    _planned_and_inferred(v1, "run-old")  # a backfill on the old model, still loading...
+    _planned_and_inferred(v2, "run-new")  # ...when the new model's nightly run is planned and loaded
+    load_results(v2, "run-new")
+    assert finish_run(v2, "run-new")["succeeded"] == 5
+
+    load_results(v1, "run-old")  # late
+
+    assert {r.model_version for r in s.results(db_engine).values()} == {"standin@v2"}
+    old = finish_run(v1, "run-old")
+    assert (old["status"], old["skipped"], old["reasons"]) == ("succeeded", 5, {"model_outdated": 5})
+    assert set(s.items(db_engine, "run-old").values()) == {("skipped", "model_outdated")}
+
+
+def test_concurrent_loads_of_two_model_versions_end_with_the_current_one(db_engine, shapes):
+    shapes.tickets_table()
+    shapes.insert("src", rows(range(1, 21)))
+    v1 = s.settings(db_engine, model_version="standin@v1", chunk_size=2)
+    v2 = s.settings(db_engine, model_version="standin@v2", chunk_size=2)
+    _planned_and_inferred(v1, "run-old")
+    _planned_and_inferred(v2, "run-new")  # planned last: the current version
+    errors = []
+
+    def load(settings, run_id):
+        try:
+            load_results(settings, run_id)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load, args=a) for a in ((v1, "run-old"), (v2, "run-new"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert errors == []
+    assert {r.model_version for r in s.results(db_engine).values()} == {"standin@v2"}
+    assert len(s.results(db_engine)) == 20
+    new, old = finish_run(v2, "run-new"), finish_run(v1, "run-old")
+    assert (new["status"], new["succeeded"]) == ("succeeded", 20)
+    assert old["status"] == "succeeded" and old["succeeded"] + old["skipped"] == 20
+    assert set(old["reasons"]) <= {"model_outdated"}
+
+
+# --- deleted tickets -------------------------------------------------------------------------------------------
+
+
+def test_results_of_deleted_tickets_are_retracted_by_the_next_run(db_engine, shapes):
+    shapes.tickets_table()
+    shapes.insert("src", rows(range(1, 8)))
+    settings = s.settings(db_engine)
+    assert s.run(settings, "run-1", W)["succeeded"] == 7
+    with writing(db_engine) as conn:
+        conn.execute(sa.text("DELETE FROM src WHERE ticket_id IN (2, 5)"))
+
+    summary = s.run(settings, "run-2", W_AFTER)  # any night, even one with nothing to process
+
+    assert (summary["status"], summary["backlog"], summary["retracted"]) == ("succeeded", 0, 2)
+    assert sorted(s.results(db_engine), key=int) == ["1", "3", "4", "6", "7"]
+
+    archive = dataclasses.replace(settings, retract_deleted=False)  # a source that archives (deletes) tickets
+    with writing(db_engine) as conn:
+        conn.execute(sa.text("DELETE FROM src WHERE ticket_id = 7"))
+    kept = s.run(archive, "run-3", W_AFTER)
+    assert (kept["retracted"], "7" in s.results(db_engine)) == (0, True)
+
+
+def test_a_ticket_leaving_a_view_is_retracted(db_engine, shapes):
+    shapes.tickets_table("base")
+    shapes.insert("base", rows(range(1, 5)))
+    shapes.view("src", "SELECT * FROM base WHERE body NOT LIKE '%spam%'")
+    settings = s.settings(db_engine)
+    s.run(settings, "run-1", W)
+    with writing(db_engine) as conn:
+        conn.execute(sa.text("UPDATE base SET body = 'spam spam' WHERE ticket_id = 3"))
+
+    assert s.run(settings, "run-2", W_AFTER)["retracted"] == 1
+    assert sorted(s.results(db_engine)) == ["1", "2", "4"]
+
+
+# --- invisible text --------------------------------------------------------------------------------------------
+
+INVISIBLE = [
+    ("\u200b\u200b", "\u200b"),  # zero-width spaces
+    ("\ufeff", "\ufeff \ufeff"),  # BOMs
+    (None, "\u00ad\u00ad\u00ad"),  # soft hyphens
+    ("\u2060", "\u2060\u2060\n"),  # word joiners
+    ("\u200c\u200d", "\u200e\u200f\u202a\u202c"),  # joiners, bidi marks and embeddings
+    ("\u3164", "\ufe0f\u034f\u2800"),  # a Hangul filler, a variation selector, a grapheme joiner, braille blank
+]
+
+
+def test_invisible_only_tickets_are_empty_and_never_reach_the_model(db_engine, shapes):
+    shapes.tickets_table()
+    visible = rows([1, 2, 3])
+    shapes.insert("src", [*visible, *[ticket(10 + k, sub, body, AT) for k, (sub, body) in enumerate(INVISIBLE)]])
+    settings = s.settings(db_engine)  # six of nine empty: far above INFERENCE_MAX_FAILURE_RATE if they failed
+    seen: list[list[str]] = []
+
+    class Spy(StandInEncoder):
+        def tokenize_with_offsets(self, texts):
+            seen.append(list(texts))
+            return super().tokenize_with_offsets(texts)
+
+    summary = s.run(settings, "run-1", W, model=s.predictor(settings, Spy()))
+
+    assert (summary["status"], summary["succeeded"], summary["failed"]) == ("succeeded", 3, 0)
+    assert (summary["skipped"], summary["reasons"]) == (6, {"empty_input": 6})
+    assert sorted(t for call in seen for t in call) == sorted(f"{a}\n{b}" for a, b in (text(k) for k in range(3)))
+    assert sorted(s.results(db_engine)) == ["1", "2", "3"]
+
+
+# --- scrambled outputs, staged rows without an item -----------------------------------------------------------
+
+
+def test_scrambled_engine_outputs_fail_the_chunk_loudly_and_write_nothing(db_engine, shapes):
+    shapes.tickets_table()
+    shapes.insert("src", rows(range(1, 9)))
+    settings = s.settings(db_engine)
+
+    def unsort(batch_ids, output):  # an un-sort bug: each batch's rows come back in reverse order
+        if len(batch_ids) > 1:
+            output.embeddings[:] = output.embeddings[::-1].copy()
+
+    shards = plan_run(settings, "run-1", W)
+    with pytest.raises(OutputsScrambled) as failed:
+        infer_shard(
+            settings, "run-1", shards[0].shard, predictor=s.predictor(settings, StandInEncoder(on_forward=unsort))
+        )
+
+    assert "self-check failed" in str(failed.value) and "not written" in str(failed.value)
+    with db_engine.connect() as conn:
+        assert conn.scalar(sa.select(sa.func.count()).select_from(inference_staging)) == 0
+    load_results(settings, "run-1")
+    assert s.results(db_engine) == {}
+    # the same shard with a sound engine: resumes and converges
+    for shard in shards:
+        infer_shard(settings, "run-1", shard.shard, predictor=s.predictor(settings))
+    load_results(settings, "run-1")
+    assert finish_run(settings, "run-1")["succeeded"] == 8
+
+
+def test_a_staged_row_without_a_run_item_fails_reconciliation_and_is_never_written(db_engine, shapes):
+    shapes.tickets_table()
+    shapes.insert("src", rows([1, 2, 3]))
+    settings = s.settings(db_engine)
+    shards = plan_run(settings, "run-1", W)
+    for shard in shards:
+        infer_shard(settings, "run-1", shard.shard, predictor=s.predictor(settings))
+    with writing(db_engine) as conn:  # a row of ticket 3 staged again under a ticket this run never planned
+        row = dict(
+            conn.execute(sa.select(inference_staging).where(inference_staging.c.ticket_id == "3")).one()._mapping
+        )
+        stray = StagedResult.from_row({**row, "ticket_id": "999"}, ("embedding", "embedding_dim"))
+        staging.stage(conn, [stray])
+    shapes.insert("src", [ticket(999, "Stray", "a ticket that exists but was not planned", AT - dt.timedelta(days=9))])
+
+    load_results(settings, "run-1")
+
+    assert "999" not in s.results(db_engine)
+    with pytest.raises(Exception) as failed:
+        finish_run(settings, "run-1")
+    assert "1 staged results have no run item" in str(failed.value)
+    assert sorted(s.results(db_engine)) == ["1", "2", "3"]
+
+
+def test_the_self_check_costs_a_few_single_item_passes_per_chunk():
+    """Cheap: SELF_CHECK_ITEMS extra forward passes of one item per chunk, none for a chunk of one."""
+    from inference.config import Settings
+    from inference.predictor import SELF_CHECK_ITEMS, build_predictor
+    from inference.records import TicketInput
+
+    settings = Settings(device="cpu", heads=("embedding",), cache_dir="", model_version="x")
+    encoder = StandInEncoder()
+    predictor = build_predictor(settings, encoder, "x")
+    inputs = {str(k): TicketInput(str(k), AT, "h" * 64, " ".join(text(k)), False) for k in range(50)}
+    before = encoder.forward_calls
+    out = predictor.compute("r", list(inputs), inputs)
+    assert len(out.staged) == 50
+    assert encoder.forward_calls - before == 1 + SELF_CHECK_ITEMS
+    one = {"0": inputs["0"]}
+    before = encoder.forward_calls
+    predictor.compute("r", ["0"], one)
+    assert encoder.forward_calls - before == 1

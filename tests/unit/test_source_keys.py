@@ -1,0 +1,137 @@
+"""The pure parts of reading real sources (issue 12): ID keys, ISO-8601 text timestamps, the emptiness rule,
+one row per ticket. The shapes themselves are built for real in tests/integration/test_source_shapes.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from inference.plan import Deduplicated
+from inference.store.source import (
+    MAX_ID_BYTES,
+    id_problem,
+    parse_iso,
+    sqlite_key,
+    sqlite_values,
+    surrogate_key,
+    to_instant,
+)
+from inference.textprep import has_text, model_input, visible
+
+UTC = dt.UTC
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        (12, "12"),
+        (-3, "-3"),
+        (12.0, "12"),
+        (3.5, "3.5"),
+        (1e20, "1e+20"),
+        ("12", "12"),
+        ("007", "007"),
+        ("A-7", "A-7"),
+        (b"\xbe\xef", "X'BEEF'"),
+        (None, None),
+        (float("nan"), None),
+    ],
+)
+def test_sqlite_keys(value, key):
+    assert sqlite_key(value) == key
+    if key is not None:
+        assert any(sqlite_key(v) == key for v in sqlite_values(key)), "a key is looked up with its own value"
+
+
+@given(st.one_of(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False, allow_infinity=False), st.text()))
+def test_every_sqlite_value_is_found_again_by_its_key(value):
+    key = sqlite_key(value)
+    values = sqlite_values(key)
+    assert value in values or (isinstance(value, float) and value.is_integer() and int(value) in values)
+
+
+def test_id_problems():
+    assert id_problem("x" * MAX_ID_BYTES) is None
+    assert id_problem("é" * (MAX_ID_BYTES // 2)) is None
+    assert id_problem("x" * (MAX_ID_BYTES + 1)) == "longer than 512 bytes"
+    assert id_problem("é" * (MAX_ID_BYTES // 2 + 1)) == "longer than 512 bytes"
+    assert id_problem(None) == "null"
+    assert id_problem("caf\udce9") == "not UTF-8"
+    surrogate = surrogate_key("null", None, "a" * 64)
+    assert surrogate.startswith("!unsupported-id:null:") and id_problem(surrogate) is None
+    assert surrogate == surrogate_key("null", None, "a" * 64) != surrogate_key("null", None, "b" * 64)
+
+
+@pytest.mark.parametrize(
+    ("text", "instant"),
+    [
+        ("2026-11-30 03:00:00", dt.datetime(2026, 11, 30, 3, tzinfo=UTC)),
+        ("2026-11-30 03:00:00.000000", dt.datetime(2026, 11, 30, 3, tzinfo=UTC)),
+        ("2026-11-30T03:00", dt.datetime(2026, 11, 30, 3, tzinfo=UTC)),
+        ("2026-11-30T03:00:00Z", dt.datetime(2026, 11, 30, 3, tzinfo=UTC)),
+        ("2026-11-30 03:00:00+02:00", dt.datetime(2026, 11, 30, 1, tzinfo=UTC)),
+        ("2026-11-30 03:00:00 -0530", dt.datetime(2026, 11, 30, 8, 30, tzinfo=UTC)),
+        ("2026-11-30 03:00:00+00", dt.datetime(2026, 11, 30, 3, tzinfo=UTC)),
+        ("2026-11-30 03:00:00.1234567z", dt.datetime(2026, 11, 30, 3, 0, 0, 123456, tzinfo=UTC)),
+        ("2026-11-30", dt.datetime(2026, 11, 30, tzinfo=UTC)),
+    ],
+)
+def test_iso_text_timestamps(text, instant):
+    assert to_instant(text, UTC) == instant
+
+
+@pytest.mark.parametrize("text", ["30/11/2026", "2026-11-30 3:00", "2026-02-30 03:00", "1764468000", "now", ""])
+def test_unreadable_text_timestamps_raise(text):
+    with pytest.raises(ValueError):
+        parse_iso(text)
+
+
+def test_naive_values_are_in_the_source_zone_first_occurrence_at_dst():
+    berlin = zoneinfo.ZoneInfo("Europe/Berlin")
+    assert to_instant("2026-11-30 03:00:00", berlin) == dt.datetime(2026, 11, 30, 2, tzinfo=UTC)
+    assert to_instant(dt.datetime(2026, 10, 25, 2, 30), berlin) == dt.datetime(2026, 10, 25, 0, 30, tzinfo=UTC)
+    aware = dt.datetime(2026, 11, 30, 3, tzinfo=dt.timezone(dt.timedelta(hours=-5)))
+    assert to_instant(aware, berlin) == dt.datetime(2026, 11, 30, 8, tzinfo=UTC)  # an offset wins over the zone
+    with pytest.raises(ValueError):
+        to_instant(1764468000, UTC)
+
+
+INVISIBLE_ONLY = ["\u200b", "\ufeff", "\u00ad", "\u2060", "\u200c\u200d\u200e", "\u3164", "\ufe0f", " \u2800 \t"]
+
+
+@pytest.mark.parametrize("text", INVISIBLE_ONLY)
+def test_invisible_only_text_is_empty(text):
+    assert model_input(text, text, 1000) == (None, False)
+    assert not has_text(text, text) and not visible(text)
+
+
+def test_invisible_characters_next_to_visible_text_are_kept():
+    family = "👨\u200d👩\u200d👧"
+    assert model_input("\u200b", family, 100) == (family, False)  # the invisible subject is left out
+    assert model_input("\ufeffHello", None, 100) == ("\ufeffHello", False)
+
+
+@given(st.one_of(st.none(), st.text()), st.one_of(st.none(), st.text()))
+def test_has_text_is_model_input_not_none(subject, body):
+    assert has_text(subject, body) == (model_input(subject, body, 10_000)[0] is not None)
+
+
+@dataclass(frozen=True)
+class Row:
+    ticket_id: str
+    version_at: dt.datetime
+    content_hash: str
+
+
+def test_one_row_per_ticket_newest_then_highest_hash_in_first_seen_order():
+    t1, t2 = dt.datetime(2026, 1, 1, tzinfo=UTC), dt.datetime(2026, 1, 2, tzinfo=UTC)
+    rows = Deduplicated()
+    for row in [Row("b", t1, "1"), Row("a", t1, "9"), Row("b", t2, "0"), Row("a", t1, "f"), Row("b", t1, "z")]:
+        rows.add(row)
+    assert rows.rows() == [Row("b", t2, "0"), Row("a", t1, "f")]
+    assert rows.duplicates == 3
