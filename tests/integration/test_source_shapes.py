@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import threading
+import zoneinfo
 
 import pytest
 import sqlalchemy as sa
@@ -160,6 +161,31 @@ def test_mixed_id_types_are_all_processed(db_engine, shapes):
     assert (summary["status"], summary["succeeded"], summary["skipped"]) == ("succeeded", len(ids), 0)
     assert sorted(s.results(db_engine)) == sorted(keys)
     assert s.run(settings, "run-2", W)["backlog"] == 0
+
+
+@pytest.mark.parametrize("id_type", ["uuid", "char", "numeric"])
+def test_ids_of_other_column_types_are_found_again(db_engine, shapes, id_type):
+    """UUIDs, blank-padded char(n) and numerics (on SQLite: the same values as text, text and reals)."""
+    values = {
+        "uuid": ["0b4c5c1e-7d7a-4b0e-9a65-3f2f6c2c9e01", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"],
+        "char": ["AB-1", "CD-22"],
+        "numeric": [1.25, 100],
+    }[id_type]
+    if shapes.pg:
+        shapes.tickets_table(id_type={"uuid": "UUID", "char": "CHAR(12)", "numeric": "NUMERIC(10, 2)"}[id_type])
+        keys = {"uuid": values, "char": values, "numeric": ["1.25", "100.00"]}[id_type]
+    else:
+        shapes.tickets_table(id_type={"uuid": "TEXT", "char": "CHAR(12)", "numeric": "NUMERIC"}[id_type])
+        keys = [str(v) for v in values]
+    shapes.insert("src", rows(values))
+    settings = s.settings(db_engine)
+
+    summary = s.run(settings, "run-1", W)
+
+    assert (summary["status"], summary["succeeded"], summary["skipped"]) == ("succeeded", 2, 0)
+    assert sorted(s.results(db_engine)) == sorted(keys)
+    named = s.run(settings, "run-2", W, RunOptions(ticket_ids=(keys[0],)))
+    assert (named["succeeded"], named["skipped"]) == (1, 0)
 
 
 def test_a_non_integer_value_in_an_integer_column_is_processed(db_engine, shapes):
@@ -337,22 +363,26 @@ def test_naive_timestamps_in_a_zone_are_selected_by_instant(db_engine, shapes):
     assert _three_nights(db_engine, settings, "berlin") == {str(k): {night} for k, (_, night) in berlin.items()}
 
 
+SESSION_STAMPS = {1: "2026-11-30 02:30:00", 2: "2026-11-30 03:30:00", 3: "2026-12-01 03:30:00"}
+
+
+@pytest.mark.parametrize("zone", ["UTC", BERLIN])
 @pytest.mark.parametrize("column_type", ["TIMESTAMP WITHOUT TIME ZONE", "TIMESTAMP WITH TIME ZONE"])
-def test_a_database_whose_own_time_zone_is_not_utc(pg_admin_url, column_type):
-    """PostgreSQL: the database's sessions default to Europe/Berlin. `timestamp with time zone` is read by
-    instant whatever the zone; `timestamp without time zone` is refused at start (its values may be local
-    times) until TICKETS_SOURCE_TIMEZONE names their zone, and then read by instant."""
+def test_timestamps_written_in_the_databases_own_session_time_zone(pg_admin_url, zone, column_type):
+    """PostgreSQL, a database whose sessions default to `zone`; a writer's session stores local times.
+    `timestamp with time zone` is read by instant whatever the zone; `timestamp without time zone` is naive
+    UTC in a UTC database, and refused at start in a Berlin one (its values may be local times) until
+    TICKETS_SOURCE_TIMEZONE names their zone; then read by instant."""
     from inference.store.db import make_engine
 
-    with s.database_of_its_own(pg_admin_url, "inference_tz", timezone=BERLIN) as url:
+    with s.database_of_its_own(pg_admin_url, "inference_tz", timezone=zone) as url:
         engine = make_engine(url)
         try:
-            shapes = Shapes(engine)
-            shapes.tickets_table(ts=column_type)
-            local = sa.create_engine(url)  # a writer's session: Berlin time, as the database says
+            Shapes(engine).tickets_table(ts=column_type)
+            local = sa.create_engine(url)  # a writer's session, in the database's own time zone
             with local.begin() as conn:
-                assert conn.exec_driver_sql("SHOW TimeZone").scalar() == BERLIN
-                for k, stamp in ((1, "2026-11-30 02:30:00"), (2, "2026-11-30 03:30:00"), (3, "2026-12-01 03:30:00")):
+                assert conn.exec_driver_sql("SHOW TimeZone").scalar() == zone
+                for k, stamp in SESSION_STAMPS.items():
                     subject, body = text(k)
                     conn.execute(
                         sa.text("INSERT INTO src VALUES (:k, :s, :b, CAST(:t AS timestamp), CAST(:t AS timestamp))"),
@@ -360,17 +390,22 @@ def test_a_database_whose_own_time_zone_is_not_utc(pg_admin_url, column_type):
                     )
             local.dispose()
             settings = s.settings(engine)
-            if column_type == "TIMESTAMP WITHOUT TIME ZONE":
+            if column_type == "TIMESTAMP WITHOUT TIME ZONE" and zone != "UTC":
                 with pytest.raises(ConfigError) as refused:
                     plan_run(settings, "run-refused", W)
                 message = str(refused.value)
-                assert "TICKETS_COL_CREATED_AT" in message and "created_at" in message and BERLIN in message
+                assert "TICKETS_COL_CREATED_AT" in message and "created_at" in message and zone in message
                 assert "TICKETS_SOURCE_TIMEZONE" in message
                 assert s.run_rows(engine) == 0 and not sa.inspect(engine).has_table("ticket_results")
-                settings = s.with_source(settings, timezone=BERLIN)
+                settings = s.with_source(settings, timezone=zone)
             summary = s.run(settings, "run-1", W)
-            # Berlin 02:30 = 01:30 UTC (the night before), 03:30 = 02:30 UTC (this night), Dec 1 03:30 (the next)
-            assert (summary["status"], sorted(s.items(engine, "run-1"))) == ("succeeded", ["2"])
+            tz = zoneinfo.ZoneInfo(zone)
+            instants = {k: dt.datetime.fromisoformat(v).replace(tzinfo=tz) for k, v in SESSION_STAMPS.items()}
+            expected = sorted(str(k) for k, t in instants.items() if W.start <= t < W.end)
+            assert expected == (["1", "2"] if zone == "UTC" else ["2"])  # Berlin 02:30 is 01:30 UTC
+            assert (summary["status"], sorted(s.items(engine, "run-1"))) == ("succeeded", expected)
+            stored = {k: r.source_updated_at for k, r in s.results(engine).items()}
+            assert stored == {k: instants[int(k)] for k in expected}
         finally:
             engine.dispose()
 
