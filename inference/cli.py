@@ -90,8 +90,13 @@ def _parser() -> argparse.ArgumentParser:
     add_bench_arguments(bench)
 
     ev = sub.add_parser("eval", help="category accuracy on a labelled set (default: the held-out evaluation set)")
-    ev.add_argument("--set", default="eval", help="eval, dev, or a JSON Lines file of labelled tickets")
+    ev.add_argument("--set", default="eval", help="eval, dev (cross-validated) or a labelled JSON Lines file")
     ev.add_argument("--json", action="store_true", help="machine-readable output")
+    ev.add_argument("--summaries", action="store_true", help="also the summary shares (greeting, quote, agreement)")
+
+    from inference.fit_categories import add_parser as add_fit_categories
+
+    add_fit_categories(sub)
 
     status = sub.add_parser("status", help="recent runs and open failures")
     status.add_argument("--json", action="store_true", help="machine-readable output")
@@ -141,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         commands = {"seed": _seed, "run": _run, "status": _status, "bench": _bench, "eval": _eval, "db": _db}
         commands["retention"] = _retention
         commands["batch-file"] = _batch_file
+        commands["fit-categories"] = _fit_categories
         commands["report"] = _report_command
         if args.command == "run" and sys.stderr.isatty():
             from inference.pipeline.progress import use_terminal_bar
@@ -254,7 +260,7 @@ def _bench(settings, args) -> int:
 def _eval(settings, args) -> int:
     from inference.evaluate import evaluate, render
 
-    report = evaluate(settings, args.set)
+    report = evaluate(settings, args.set, summaries=args.summaries)
     print(json.dumps(report, sort_keys=True) if args.json else render(report))
     return 0
 
@@ -283,6 +289,12 @@ def _retention(settings, args) -> int:
         engine.dispose()
     print(json.dumps({"retention_days": days, "dry_run": args.dry_run, **done.as_dict()}, sort_keys=True))
     return 0
+
+
+def _fit_categories(settings, args) -> int:
+    from inference.fit_categories import main as fit_categories
+
+    return fit_categories(settings, args)
 
 
 def _fit_categories(settings, args) -> int:

@@ -249,16 +249,31 @@ class Settings:
     fewshot_file: str | None = env(
         "INFERENCE_FEWSHOT",
         None,
-        "JSON Lines of labelled tickets for the category prototypes (comma-separated files); `none` for zero-shot",
+        "JSON Lines of labelled tickets the default category head is fitted on (comma-separated files); `none`: "
+        "the taxonomy descriptions only",
         kind=str,
         shown="the bundled examples",
     )
     uncertain_below: float = env(
         "INFERENCE_UNCERTAIN_BELOW",
-        0.5,
+        0.8,
         "category confidence under which a result is flagged uncertain",
         low=0.0,
         high=1.0,
+    )
+    category_head: str | None = env(
+        "INFERENCE_CATEGORY_HEAD",
+        None,
+        "category head fitted on your labelled tickets by `python -m inference fit-categories` (a .npz file; its "
+        "labels replace the taxonomy); part of the model version",
+        kind=str,
+        shown="fitted at start from the bundled examples and descriptions",
+    )
+    flag_unreadable: bool = env(
+        "INFERENCE_FLAG_UNREADABLE",
+        True,
+        "flag tickets the English-only default model cannot read (other languages) `uncertain`; turn off for a "
+        "multilingual INFERENCE_MODEL; part of the model version",
     )
     device_hour_price: float = env(
         "INFERENCE_DEVICE_HOUR_PRICE",
@@ -271,7 +286,8 @@ class Settings:
     cache_dir: str | None = env(
         "INFERENCE_CACHE_DIR",
         None,
-        "category prototypes per model version, so each task does not re-embed the examples (empty: no cache)",
+        "the default category head fitted per model version and weight digests, so a task start neither re-embeds "
+        "the examples nor re-hashes the weights (empty: no cache)",
         kind=str,
         factory=default_cache_dir,
         blank_is_value=True,

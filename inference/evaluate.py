@@ -1,94 +1,364 @@
-"""`python -m inference eval`: the category head on a labelled set: accuracy, per label, confusion, calibration.
+"""`python -m inference eval`: the configured category head on a labelled set, with the plain baseline beside it.
 
-The default set is the held-out evaluation set (inference/data/eval_tickets.jsonl), never used for
-tuning. The head is built exactly as the pipeline builds it (taxonomy + few-shot examples).
+Sets: `eval` (the held-out evaluation set, inference/data/eval_tickets.jsonl, never used for tuning), `dev`,
+or any JSON Lines file of {"id", "subject", "body", "label"[, "lang"]} rows (e.g.
+../shared/eval/real_bitext.jsonl). Tickets are read exactly as the pipeline reads them
+(inference.mailtext.ticket_text) and scored by the head the pipeline would build.
+
+Never against a model that contains the ticket:
+- default head (fitted on INFERENCE_FEWSHOT + the taxonomy): when the set shares tickets with that training
+  data (`dev` does: it is part of the bundled training data), it is scored by 5-fold cross-validation: each
+  fold by a head fitted without that fold's tickets, with its own out-of-fold temperature;
+- a fitted head (INFERENCE_CATEGORY_HEAD): tickets it was fitted on are left out (and counted); its
+  held-out accuracy from fitting is reported by `fit-categories`.
+
+Reported: accuracy (overall, per label, per language), the confusion matrix, expected calibration error,
+the uncertain share and accuracy when confident / uncertain, the unreadable share, and the plain baseline
+(one description per label, the first of each label in the taxonomy, argmax cosine; its confidence a
+softmax at a temperature fitted on the training tickets) on the same tickets.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
+
 import numpy as np
 
+from inference.category_fit import (
+    DEFAULT_RECIPE,
+    ece,
+    fit,
+    fit_temperature,
+    folds,
+    softmax,
+    text_digest,
+    unit,
+)
 from inference.config import Settings
-from inference.engine.encoder import Encoder
+from inference.errors import ConfigError
 from inference.examples import DEV_SET, EVAL_SET, load_examples
-from inference.heads.category import classifier_for
-from inference.taxonomy import load_taxonomy
 
 SETS = {"eval": EVAL_SET, "dev": DEV_SET}
+CV_FOLDS = 5
 
 
-def evaluate(settings: Settings, which: str = "eval") -> dict:
-    labels = list(load_taxonomy(settings))
-    examples = load_examples(SETS.get(which, which), set(labels))
-    encoder = Encoder.from_settings(settings)
-    head = classifier_for(settings, encoder)
-    out = encoder.encode([e.text for e in examples])
-    got = head(out.embeddings)
+def evaluate(settings: Settings, which: str = "eval", encoder=None, summaries: bool = False) -> dict:
+    """`encoder`: injected by tests (a stand-in); default the real model from `settings`. `summaries`: also
+    the summary head's shares on the same tickets (`summary_shares`)."""
+    from inference.heads.category import (
+        check_compatible,
+        default_texts,
+        embed,
+        fitted_head,
+        linear_head_for,
+        model_signature,
+        ticket_text_of,
+        token_strings,
+    )
+    from inference.readability import unreadable_flags
+
+    if encoder is None:
+        from inference.engine.encoder import Encoder
+
+        encoder = Encoder.from_settings(settings)
+    path = SETS.get(which, which)
+    if not Path(path).is_file():
+        raise ConfigError(f"--set {which}: no such set (eval, dev, or a JSON Lines file of labelled tickets)")
+    examples = load_examples(path)
+    texts = [ticket_text_of(e, encoder.max_length) for e in examples]
+    digests = [text_digest(t) for t in texts]
+
+    src = default_texts(settings, encoder.max_length) if not settings.category_head else None
+    if settings.category_head:
+        head = fitted_head(settings.category_head)
+        check_compatible(head, model_signature(settings, encoder), settings.category_head)
+        labels = head.labels
+        seen = set(head.meta.get("training_digests", []))
+        keep = [k for k, d in enumerate(digests) if d not in seen]
+        excluded = len(examples) - len(keep)
+        protocol = "held out from the fitted head" + (
+            f" ({excluded} of its training tickets left out)" if excluded else ""
+        )
+    else:
+        labels = src.labels
+        excluded, keep = 0, list(range(len(examples)))
+    unknown = sorted({examples[k].label for k in keep} - set(labels))
+    if unknown:
+        raise ConfigError(
+            f"{path}: labels {', '.join(unknown)} are not labels of the category head ({', '.join(labels)})"
+        )
+    examples = [examples[k] for k in keep]
+    texts = [texts[k] for k in keep]
+    digests = [digests[k] for k in keep]
+    if not examples:
+        raise ConfigError(f"{path}: no tickets left to evaluate")
     truth = np.array([labels.index(e.label) for e in examples])
-    pred = np.array([labels.index(x) for x in got.labels])
+    emb = embed(encoder, texts)
+
+    if src is not None:
+        overlap = set(digests) & set(src.digests)
+        if overlap:
+            data = _training(src, encoder)
+            probs, temperature = _cross_validated(data, emb, truth, digests)
+            protocol = f"{CV_FOLDS}-fold cross-validation ({len(overlap)} tickets are in the head's training data)"
+        else:
+            head = linear_head_for(settings, encoder)
+            probs, temperature = head.probabilities(emb), head.temperature
+            protocol = "held out (no ticket of this set is in the head's training data)"
+            data = None
+    else:
+        probs, temperature = head.probabilities(emb), head.temperature
+        data = None
+
+    flags = np.array(
+        unreadable_flags(texts, token_strings(encoder, texts)) if settings.flag_unreadable else [False] * len(texts),
+        dtype=bool,
+    )
+    baseline = _baseline(settings, labels, encoder, emb, src, data, set(digests))
+    report = _metrics(labels, truth, probs, flags, settings.uncertain_below, [e.lang for e in examples], baseline)
+    report.update(
+        {
+            "set": str(path),
+            "head": settings.category_head or "default (fitted on INFERENCE_FEWSHOT + taxonomy descriptions)",
+            "fewshot": settings.fewshot_file or "bundled",
+            "protocol": protocol,
+            "excluded_training_tickets": excluded,
+            "temperature": round(float(temperature), 4),
+            "uncertain_below": settings.uncertain_below,
+        }
+    )
+    if summaries:
+        from inference.predictor import build_predictor
+
+        both = settings.replace(heads=("category", "summary"), summary="extractive")
+        predictor = build_predictor(both, encoder, version="eval")
+        report["summaries"] = summary_shares(predictor, [(e.subject, e.body) for e in examples])
+    return report
+
+
+def _training(src, encoder):
+    from inference.category_fit import TrainingData
+    from inference.heads.category import embed
+
+    vectors = embed(encoder, src.texts + src.descriptions)
+    n = len(src.texts)
+    return TrainingData(src.labels, vectors[:n], src.y, vectors[n:], src.dy, src.digests)
+
+
+def _cross_validated(data, emb: np.ndarray, truth: np.ndarray, digests: list[str]) -> tuple[np.ndarray, float]:
+    """Each fold of the set scored by the recipe fitted on the training data without that fold's tickets
+    (temperature from that head's own out-of-fold logits). Returns (probabilities, median temperature)."""
+    f = folds(truth, CV_FOLDS, seed=0)
+    probs = np.zeros((len(truth), len(data.labels)))
+    temps = []
+    train_digests = np.array(data.digests)
+    for j in range(CV_FOLDS):
+        test = f == j
+        if not test.any():
+            continue
+        held = {d for d, t in zip(digests, test, strict=True) if t}
+        head, _ = fit(data.without(np.isin(train_digests, list(held))), DEFAULT_RECIPE)
+        probs[test] = head.probabilities(emb[test])
+        temps.append(head.temperature)
+    return probs, float(np.median(temps))
+
+
+def _baseline(settings, labels, encoder, emb, src, data, evaluated: set[str]) -> dict | None:
+    """One description per label (the first), argmax cosine; temperature fitted on the training tickets
+    that are not in the evaluated set. None when the head's labels are not all in the taxonomy."""
+    from inference.heads.category import default_texts, embed
+    from inference.taxonomy import load_taxonomy
+
+    taxonomy = load_taxonomy(settings)
+    if not set(labels) <= set(taxonomy):
+        return None
+    D1 = unit(embed(encoder, [taxonomy[label][0] for label in labels]))
+    src = src or default_texts(settings, encoder.max_length)
+    if data is not None:
+        X, y, digests = data.X, data.y, data.digests
+    else:
+        X, y, digests = embed(encoder, src.texts), src.y, src.digests
+    keep = [k for k, d in enumerate(digests) if d not in evaluated and src.labels[y[k]] in labels]
+    if keep:
+        remap = np.array([labels.index(src.labels[y[k]]) for k in keep])
+        temperature = fit_temperature(X[keep] @ D1.T, remap)
+    else:
+        temperature = 0.05
+    return {"probs": softmax((emb @ D1.T) / temperature), "temperature": temperature}
+
+
+def _metrics(labels, truth, probs, flags, uncertain_below, langs, baseline) -> dict:
+    pred = probs.argmax(axis=1)
+    conf = probs.max(axis=1)
+    correct = pred == truth
+    uncertain = (conf < uncertain_below) | flags
+    confident = ~uncertain
     confusion = np.zeros((len(labels), len(labels)), dtype=int)
     np.add.at(confusion, (truth, pred), 1)
     per_label = {}
     for k, label in enumerate(labels):
-        tp = confusion[k, k]
-        precision = tp / confusion[:, k].sum() if confusion[:, k].sum() else 0.0
-        recall = tp / confusion[k].sum() if confusion[k].sum() else 0.0
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        tp, n, predicted = confusion[k, k], int(confusion[k].sum()), int(confusion[:, k].sum())
+        precision = tp / predicted if predicted else None  # None: never predicted / not in this set
+        recall = tp / n if n else None
+        f1 = 2 * precision * recall / (precision + recall) if precision and recall else (0.0 if n else None)
         per_label[label] = {
-            "precision": round(precision, 3),
-            "recall": round(recall, 3),
-            "f1": round(f1, 3),
-            "n": int(confusion[k].sum()),
+            "precision": None if precision is None else round(float(precision), 3),
+            "recall": None if recall is None else round(float(recall), 3),
+            "f1": None if f1 is None else round(float(f1), 3),
+            "n": n,
         }
-    correct = pred == truth
-    confident = ~got.uncertain
+    base_correct = None
+    out_baseline = None
+    if baseline is not None:
+        bprobs = baseline["probs"]
+        base_correct = bprobs.argmax(axis=1) == truth
+        bconf = bprobs.max(axis=1)
+        out_baseline = {
+            "accuracy": _share(base_correct),
+            "expected_calibration_error": round(ece(bconf, base_correct), 4),
+            "temperature": round(float(baseline["temperature"]), 4),
+        }
+    lang = np.array([x or "unknown" for x in langs])
+    per_language = {}
+    for name, n in Counter(lang.tolist()).most_common():
+        m = lang == name
+        per_language[name] = {
+            "n": int(n),
+            "accuracy": _share(correct[m]),
+            "baseline_accuracy": _share(base_correct[m]) if base_correct is not None else None,
+            "unreadable_share": _share(flags[m]),
+            "uncertain_share": _share(uncertain[m]),
+            "accuracy_when_confident": _share(correct[m & confident]) if (m & confident).any() else None,
+        }
     return {
-        "set": str(SETS.get(which, which)),
-        "tickets": len(examples),
-        "fewshot": settings.fewshot_file or "bundled",
-        "accuracy": round(float(correct.mean()), 4),
+        "tickets": int(len(truth)),
+        "labels": list(labels),
+        "accuracy": _share(correct),
+        "baseline": out_baseline,
         "per_label": per_label,
-        "labels": labels,
+        "per_language": per_language,
         "confusion": confusion.tolist(),
-        "temperature": round(head.temperature, 4),
-        "expected_calibration_error": round(_ece(got.confidence, correct), 4),
-        "uncertain_share": round(float(got.uncertain.mean()), 4),
-        "accuracy_when_confident": round(float(correct[confident].mean()), 4) if confident.any() else None,
-        "accuracy_when_uncertain": round(float(correct[~confident].mean()), 4) if (~confident).any() else None,
+        "expected_calibration_error": round(ece(conf, correct), 4),
+        "uncertain_share": _share(uncertain),
+        "unreadable_share": _share(flags),
+        "accuracy_when_confident": _share(correct[confident]) if confident.any() else None,
+        "accuracy_when_uncertain": _share(correct[uncertain]) if uncertain.any() else None,
     }
 
 
-def _ece(confidence: np.ndarray, correct: np.ndarray, bins: int = 10) -> float:
-    edges = np.linspace(0, 1, bins + 1)
-    total = 0.0
-    for low, high in zip(edges[:-1], edges[1:], strict=True):
-        inside = (confidence > low) & (confidence <= high)
-        if inside.any():
-            total += inside.mean() * abs(confidence[inside].mean() - correct[inside].mean())
-    return float(total)
+def _share(mask: np.ndarray) -> float | None:
+    return round(float(np.mean(mask)), 4) if len(mask) else None
 
 
 def render(report: dict) -> str:
     labels = report["labels"]
-    width = max(len(x) for x in labels)
+    width = max(12, max(len(x) for x in labels))
+    base = report["baseline"]
     lines = [
-        f"{report['tickets']} tickets from {report['set']} (few-shot examples: {report['fewshot']})",
-        f"accuracy: {report['accuracy']:.3f}",
+        f"{report['tickets']} tickets from {report['set']}",
+        f"head: {report['head']}; {report['protocol']}",
+        f"accuracy: {report['accuracy']:.3f}"
+        + (f"   (plain baseline, one description per label: {base['accuracy']:.3f})" if base else ""),
+        f"expected calibration error: {report['expected_calibration_error']:.3f}"
+        + (f"   (baseline {base['expected_calibration_error']:.3f})" if base else "")
+        + f"; temperature {report['temperature']}",
+        f"uncertain (confidence < {report['uncertain_below']} or unreadable): {report['uncertain_share']:.1%} of tickets"
+        f" ({report['unreadable_share']:.1%} unreadable); accuracy when confident {_fmt(report['accuracy_when_confident'])},"
+        f" when uncertain {_fmt(report['accuracy_when_uncertain'])}",
         "",
-        f"{'label':<{width}}  precision  recall  f1     n",
+        f"{'language':<{width}}  n      accuracy  baseline  unreadable  uncertain  confident acc.",
     ]
+    for name, m in report["per_language"].items():
+        lines.append(
+            f"{name:<{width}}  {m['n']:<5}  {_fmt(m['accuracy']):<8}  {_fmt(m['baseline_accuracy']):<8}  "
+            f"{_fmt(m['unreadable_share']):<10}  {_fmt(m['uncertain_share']):<9}  {_fmt(m['accuracy_when_confident'])}"
+        )
+    if report.get("summaries"):
+        m = report["summaries"]
+        lines += [
+            "",
+            f"summaries ({m['summaries']}): open with a greeting/thanks {m['greeting_first']:.3f}, only filler"
+            f" {m['only_filler']:.3f}, open in a quoted reply/signature {m['quoted_first']:.3f};"
+            f" category of the summary alone = the ticket's {m['category_agreement']:.3f}",
+        ]
+    lines += ["", f"{'label':<{width}}  precision  recall  f1     n"]
     for label in labels:
         m = report["per_label"][label]
-        lines.append(f"{label:<{width}}  {m['precision']:<9.3f}  {m['recall']:<6.3f}  {m['f1']:<5.3f}  {m['n']}")
+        lines.append(
+            f"{label:<{width}}  {_fmt(m['precision']):<9}  {_fmt(m['recall']):<6}  {_fmt(m['f1']):<5}  {m['n']}"
+        )
     lines += ["", "confusion (rows: truth, columns: predicted, in the order above):"]
     lines += [
         f"{label:<{width}}  " + " ".join(f"{n:4d}" for n in row)
         for label, row in zip(labels, report["confusion"], strict=True)
     ]
-    lines += [
-        "",
-        f"confidence: temperature {report['temperature']}, expected calibration error {report['expected_calibration_error']}",
-        f"uncertain: {report['uncertain_share']:.1%} of tickets; accuracy when confident {report['accuracy_when_confident']},"
-        f" when uncertain {report['accuracy_when_uncertain']}",
-    ]
     return "\n".join(lines)
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def summary_shares(predictor, tickets, tail_starts=None, chunk: int = 512) -> dict:
+    """How the configured summary head does on `tickets` ((subject, body) pairs), through the predictor as
+    the pipeline runs it:
+    - `greeting_first`: summaries that open with a greeting, thanks or sign-off;
+    - `only_filler`: summaries that are nothing but greetings / thanks / politeness;
+    - `quoted_first`: summaries whose first sentence is found only in the quoted reply / forwarded
+      message / signature / disclaimer (where `inference.mailtext` finds it, or at `tail_starts` when
+      the caller knows where the tail begins);
+    - `category_agreement`: the category of the summary alone (embedded on its own) equals the ticket's.
+    """
+    import datetime as dt
+
+    from inference.heads.category import CategoryHead
+    from inference.mailtext import GREETING, SIGN_OFF_LINE, THANKS, is_filler, quoted_lines, split_tail
+    from inference.textprep import max_chars_for, model_input, sentence_spans
+
+    classifier = next((loaded.classifier for head, loaded in predictor.heads if isinstance(head, CategoryHead)), None)
+    if classifier is None or "summary" not in predictor.head_names:
+        raise ConfigError("summary shares need the category and summary heads (INFERENCE_HEADS)")
+    now = dt.datetime.now(dt.UTC)
+    if hasattr(predictor, "input_text"):  # the source applies the input policy as it reads (TicketInput)
+        from inference.records import TicketInput
+        from inference.textprep import content_hash
+
+        source = {
+            str(k): TicketInput(str(k), now, content_hash(s, b), *predictor.input_text(s, b))
+            for k, (s, b) in enumerate(tickets)
+        }
+    else:
+        from inference.records import SourceTicket
+
+        source = {str(k): SourceTicket(str(k), s, b, now) for k, (s, b) in enumerate(tickets)}
+    ids = list(source)
+    outputs: dict[str, dict] = {}
+    for i in range(0, len(ids), chunk):
+        outcome = predictor.compute("summary-shares", ids[i : i + chunk], source)
+        outputs.update({r.ticket_id: r.outputs for r in outcome.staged})
+    done = [k for k in ids if k in outputs and outputs[k].get("summary")]
+    summaries = [outputs[k]["summary"] for k in done]
+    categories = [outputs[k]["category"] for k in done]
+    vectors = predictor.encoder.encode(summaries).embeddings
+    agree = [a == b for a, b in zip(classifier(vectors).labels, categories, strict=True)]
+    max_chars = max_chars_for(predictor.encoder.max_length)
+    greeting, filler, quoted = [], [], []
+    for k, summary in zip(done, summaries, strict=True):
+        s = summary.strip()
+        greeting.append(bool(GREETING.match(s) or THANKS.match(s) or SIGN_OFF_LINE.match(s.split("\n")[0])))
+        filler.append(all(is_filler(summary[a:b]) for a, b in sentence_spans(summary)))
+        full = model_input(*tickets[int(k)], max_chars)[0] or ""
+        a, b = sentence_spans(summary)[0]
+        at = full.find(summary[a:b])
+        tail = tail_starts[int(k)] if tail_starts is not None else split_tail(full)
+        quotes = quoted_lines(full) if tail_starts is None else []
+        quoted.append(at >= tail or any(qa <= at < qb for qa, qb in quotes))
+    return {
+        "tickets": len(tickets),
+        "summaries": len(done),
+        "greeting_first": _share(np.array(greeting)),
+        "only_filler": _share(np.array(filler)),
+        "quoted_first": _share(np.array(quoted)),
+        "category_agreement": _share(np.array(agree)),
+    }

@@ -1,8 +1,9 @@
 """Labelled tickets in JSON Lines: few-shot examples, the development set and the evaluation set.
 
-One object per line: {"id": ..., "subject": ..., "body": ..., "label": ..., "lang": ...}.
-Users extend the few-shot examples without training anything: the category head builds its
-prototypes from them at start (INFERENCE_FEWSHOT).
+One object per line: {"id": ..., "subject": ..., "body": ..., "label": ..., "lang": ...} (`lang` optional).
+The default category head is fitted on the example files at task start (INFERENCE_FEWSHOT: the bundled
+few-shot examples and development set unless set); the evaluation set stays held out. A help desk with
+its own labelled history fits a head on it instead: `python -m inference fit-categories`.
 """
 
 from __future__ import annotations
@@ -25,18 +26,19 @@ class Example:
     subject: str | None
     body: str | None
     label: str
+    lang: str | None = None
 
     @property
     def text(self) -> str:
         return "\n".join(p.strip() for p in (self.subject, self.body) if p and p.strip())
 
 
-BUNDLED_EXAMPLES = (FEWSHOT, DEV_SET)  # the category head's default prototypes; EVAL_SET stays held out
+BUNDLED_EXAMPLES = (FEWSHOT, DEV_SET)  # the default category head's training data; EVAL_SET stays held out
 
 
 def load_example_files(spec: str | None, labels: set[str]) -> list[Example]:
-    """INFERENCE_FEWSHOT: unset = the bundled files, "none" = no examples (pure zero-shot),
-    else comma-separated JSON Lines files."""
+    """INFERENCE_FEWSHOT: unset = the bundled files, "none" = no examples (the taxonomy descriptions
+    only), else comma-separated JSON Lines files."""
     if spec == "none":
         return []
     paths = BUNDLED_EXAMPLES if not spec else [p.strip() for p in spec.split(",") if p.strip()]
@@ -46,14 +48,17 @@ def load_example_files(spec: str | None, labels: set[str]) -> list[Example]:
 def load_examples(path: str | Path, labels: set[str] | None = None) -> list[Example]:
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"labelled examples file {path} does not exist (INFERENCE_FEWSHOT)")
+        raise ConfigError(f"labelled tickets file {path} does not exist")
     out = []
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
             item = json.loads(line)
-            example = Example(str(item["id"]), item.get("subject"), item.get("body"), str(item["label"]))
+            lang = item.get("lang")
+            example = Example(
+                str(item["id"]), item.get("subject"), item.get("body"), str(item["label"]), str(lang) if lang else None
+            )
         except (json.JSONDecodeError, KeyError, TypeError):
             raise ConfigError(f"{path}:{lineno}: expected a JSON object with id, subject, body and label") from None
         if labels is not None and example.label not in labels:

@@ -1,10 +1,27 @@
-"""The category head: zero-shot label descriptions plus few-shot example prototypes, calibrated confidence."""
+"""The category head: a calibrated linear head on the embeddings; unreadable tickets flagged `uncertain`.
+
+Default (INFERENCE_CATEGORY_HEAD unset): fitted at task start from the bundled files, as chosen in
+benchmarks/tune_categories.py (BENCHMARKS.md): logistic regression on the bundled examples + development
+tickets (INFERENCE_FEWSHOT) at weight 1 and the taxonomy's descriptions at weight 12, temperature fitted on
+out-of-fold logits (`inference.category_fit`). The fit is deterministic and cached in INFERENCE_CACHE_DIR,
+keyed on what it is computed from (weights, taxonomy, examples, recipe, encoder), so a task start costs a
+file read, not re-embedding the examples.
+
+INFERENCE_CATEGORY_HEAD=FILE: a head fitted on a help desk's own labelled tickets
+(`python -m inference fit-categories`); its labels are the taxonomy then.
+
+`uncertain` = confidence below INFERENCE_UNCERTAIN_BELOW (0.8), or a ticket the English-only encoder cannot
+read (inference.readability; INFERENCE_FLAG_UNREADABLE). `category_score` = cosine to the chosen label's
+prototype (the unit mean of its training tickets and descriptions).
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import math
-import os
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,157 +29,65 @@ from pathlib import Path
 import numpy as np
 import sqlalchemy as sa
 
-from inference.examples import Example
+from inference.category_fit import DEFAULT_RECIPE, LinearHead, TrainingData, fit, text_digest
+from inference.errors import ConfigError
 from inference.heads.base import Checker, EncodedChunk, Head, HeadOutput, OutputColumn
+from inference.mailtext import INPUT_POLICY
 
-# label score = w * description prototype + (1 - w) * example prototype, for labels with examples.
-# 0 won 5-fold cross-validation on the bundled examples (0.817 vs 0.810 at 0.2, 0.794 at 0.4; BENCHMARKS.md):
-# with ~50 examples a label, its descriptions add nothing; labels without examples use descriptions alone.
-DESCRIPTION_WEIGHT = 0.0
-TEMPERATURES = np.geomspace(0.005, 0.5, 60)
-DEFAULT_TEMPERATURE = 0.05
-
-
-def _unit(v: np.ndarray) -> np.ndarray:
-    return v / np.linalg.norm(v, axis=-1, keepdims=True)
+log = logging.getLogger("inference")
 
 
 @dataclass
 class Categories:
     labels: list[str]
-    scores: np.ndarray  # the chosen label's score (cosine scale)
+    scores: np.ndarray  # cosine to the chosen label's prototype
     confidence: np.ndarray  # calibrated probability of the chosen label
-    uncertain: np.ndarray  # confidence below the threshold
+    uncertain: np.ndarray  # confidence below the threshold, or unreadable
+    unreadable: np.ndarray  # the encoder cannot read the ticket's language
 
 
 class CategoryClassifier:
-    """Zero-shot label descriptions plus few-shot example prototypes; calibrated confidence.
+    """A fitted `LinearHead` with the uncertainty rule of a deployment."""
 
-    Each label's score mixes the cosine to its descriptions' prototype and to its examples'
-    prototype. Confidence is a softmax over label scores at a temperature fitted by leave-one-out
-    on the examples (so it follows whatever examples a deployment brings).
-    """
-
-    def __init__(
-        self,
-        taxonomy: dict[str, list[str]],
-        examples: Sequence[Example],
-        encoder,
-        uncertain_below: float = 0.5,
-        description_weight: float = DESCRIPTION_WEIGHT,
-        cache: Path | None = None,
-    ):
-        """`cache`: an .npz of the prototypes for exactly this model version (they cost a few seconds
-        of model time to compute on a CPU at every task start otherwise)."""
-        self.labels = list(taxonomy)
+    def __init__(self, head: LinearHead, uncertain_below: float = 0.8):
+        self.head = head
+        self.labels = list(head.labels)
+        self.temperature = head.temperature
         self.uncertain_below = uncertain_below
-        self.weight = description_weight
-        index = {label: k for k, label in enumerate(self.labels)}
-        stored = _read_cache(cache, self.labels, len(examples))
-        if stored is not None:
-            self.desc, self.example_vectors = stored
-        else:
-            self.desc = np.stack([_unit(_encode(encoder, taxonomy[label]).mean(axis=0)) for label in self.labels])
-            texts = [e.text for e in examples]
-            self.example_vectors = _encode(encoder, texts) if texts else np.zeros((0, encoder.dim), dtype=np.float32)
-            _write_cache(cache, self.labels, self.desc, self.example_vectors)
-        self.example_labels = np.array([index[e.label] for e in examples], dtype=np.int64)
-        self.example_sums = np.zeros_like(self.desc)
-        np.add.at(self.example_sums, self.example_labels, self.example_vectors)
-        self.example_counts = np.bincount(self.example_labels, minlength=len(self.labels))
-        self.temperature = self._fit_temperature()
 
-    def _scores(self, emb: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        desc = emb @ self.desc.T
-        has = counts > 0
-        if not has.any():
-            return desc
-        protos = np.where(has[:, None], sums / np.maximum(counts, 1)[:, None], 0.0)
-        norms = np.linalg.norm(protos, axis=1, keepdims=True)
-        protos = np.divide(protos, norms, out=np.zeros_like(protos), where=norms > 0)
-        mixed = self.weight * desc + (1 - self.weight) * (emb @ protos.T)
-        return np.where(has[None, :], mixed, desc)
-
-    def scores(self, emb: np.ndarray) -> np.ndarray:
-        return self._scores(np.nan_to_num(emb, nan=0.0), self.example_sums, self.example_counts)
-
-    def _fit_temperature(self) -> float:
-        """Maximum likelihood over a grid, each example scored without itself in its prototype."""
-        if len(self.example_labels) < 2 * len(self.labels):
-            return DEFAULT_TEMPERATURE
-        rows = []
-        for vec, label in zip(self.example_vectors, self.example_labels, strict=True):
-            sums, counts = self.example_sums.copy(), self.example_counts.copy()
-            sums[label] -= vec
-            counts[label] -= 1
-            rows.append(self._scores(vec[None, :], sums, counts)[0])
-        held_out = np.stack(rows)
-        best, best_nll = DEFAULT_TEMPERATURE, np.inf
-        for t in TEMPERATURES:
-            logp = held_out / t - _logsumexp(held_out / t)
-            nll = -logp[np.arange(len(held_out)), self.example_labels].mean()
-            if nll < best_nll:
-                best, best_nll = float(t), nll
-        return best
-
-    def __call__(self, emb: np.ndarray) -> Categories:
-        scores = self.scores(emb)
-        best = scores.argmax(axis=1)
-        logits = scores / self.temperature
-        probs = np.exp(logits - _logsumexp(logits))
-        confidence = probs[np.arange(len(best)), best].astype(np.float32)
+    def __call__(self, emb: np.ndarray, unreadable: Sequence[bool] | None = None) -> Categories:
+        probs = self.head.probabilities(emb)
+        best = probs.argmax(axis=1)
+        rows = np.arange(len(best))
+        confidence = probs[rows, best].astype(np.float32)
+        flags = np.zeros(len(best), dtype=bool) if unreadable is None else np.asarray(unreadable, dtype=bool)
+        cosine = np.clip(self.head.cosines(emb)[rows, best], -1.0, 1.0).astype(np.float32)
         return Categories(
-            [self.labels[i] for i in best],
-            scores[np.arange(len(best)), best].astype(np.float32),
-            confidence,
-            confidence < self.uncertain_below,
+            [self.labels[i] for i in best], cosine, confidence, (confidence < self.uncertain_below) | flags, flags
         )
 
 
-def _read_cache(path: Path | None, labels: list[str], n_examples: int):
-    if path is None or not path.is_file():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            if list(data["labels"]) != labels or len(data["examples"]) != n_examples:
-                return None
-            return data["desc"], data["examples"]
-    except (OSError, ValueError, KeyError):
-        return None  # unreadable: recompute
-
-
-def _write_cache(path: Path | None, labels: list[str], desc: np.ndarray, examples: np.ndarray) -> None:
-    if path is None:
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")
-        np.savez(tmp, labels=np.array(labels), desc=desc, examples=examples)
-        os.replace(tmp, path)  # atomic: concurrent tasks never read half a file
-    except OSError:
-        pass  # a cache, not a requirement
-
-
-def _logsumexp(x: np.ndarray) -> np.ndarray:
-    top = x.max(axis=1, keepdims=True)
-    return top + np.log(np.exp(x - top).sum(axis=1, keepdims=True))
-
-
-def _encode(encoder, texts: Sequence[str]) -> np.ndarray:
-    out = encoder.encode(list(texts))
-    if out.errors:
-        raise RuntimeError(f"could not embed {len(out.errors)} of the category descriptions or examples")
-    return out.embeddings
+def token_strings(encoder, texts: Sequence[str]) -> list[list[str]] | None:
+    """The encoder's token strings per text (for the readability signal), when it can say."""
+    fn = getattr(encoder, "token_strings", None)
+    return fn(texts) if fn is not None else None
 
 
 class _Loaded:
     needs_sentences = False
 
-    def __init__(self, classifier: CategoryClassifier):
+    def __init__(self, classifier: CategoryClassifier, encoder, flag_unreadable: bool):
         self.classifier = classifier
+        self.encoder = encoder
+        self.flag_unreadable = flag_unreadable
 
     def __call__(self, chunk: EncodedChunk) -> HeadOutput:
-        got = self.classifier(chunk.embeddings)
+        flags = None
+        if self.flag_unreadable:
+            from inference.readability import unreadable_flags
+
+            flags = unreadable_flags(chunk.texts, token_strings(self.encoder, chunk.texts))
+        got = self.classifier(chunk.embeddings, flags)
         return HeadOutput(
             [
                 {
@@ -187,24 +112,45 @@ class CategoryHead(Head):
     )
 
     def fingerprint(self, settings) -> dict:
-        from inference.examples import BUNDLED_EXAMPLES
-        from inference.taxonomy import load_taxonomy, taxonomy_fingerprint
+        from inference.readability import VERSION
 
-        spec = settings.fewshot_file
-        files = [str(p) for p in BUNDLED_EXAMPLES] if not spec else [p.strip() for p in spec.split(",") if p.strip()]
-        return {
-            "taxonomy": taxonomy_fingerprint(load_taxonomy(settings)),
-            "fewshot": "none" if spec == "none" else [_file_digest(p) for p in files],
+        out: dict = {
             "uncertain_below": settings.uncertain_below,
+            "category_unreadable": VERSION if settings.flag_unreadable else "off",
         }
+        out.update(head_source(settings))
+        return out
 
     def build(self, settings, encoder) -> _Loaded:
-        return _Loaded(classifier_for(settings, encoder))
+        return _Loaded(classifier_for(settings, encoder), encoder, settings.flag_unreadable)
 
     def checker(self, settings) -> Checker:
-        from inference.taxonomy import load_taxonomy
+        return check_category(set(head_labels(settings)))
 
-        return check_category(set(load_taxonomy(settings)))
+
+def head_source(settings) -> dict:
+    """What the head's weights are computed from: a fitted file's fingerprint, or the default recipe's
+    inputs (taxonomy, example files, recipe)."""
+    if settings.category_head:
+        return {"category_head": fitted_head(settings.category_head).fingerprint()}
+    from inference.examples import BUNDLED_EXAMPLES
+    from inference.taxonomy import load_taxonomy, taxonomy_fingerprint
+
+    spec = settings.fewshot_file
+    files = [str(p) for p in BUNDLED_EXAMPLES] if not spec else [p.strip() for p in spec.split(",") if p.strip()]
+    return {
+        "taxonomy": taxonomy_fingerprint(load_taxonomy(settings)),
+        "fewshot": "none" if spec == "none" else [_file_digest(p) for p in files],
+        "category_recipe": DEFAULT_RECIPE.key(),
+    }
+
+
+def head_labels(settings) -> list[str]:
+    if settings.category_head:
+        return fitted_head(settings.category_head).labels
+    from inference.taxonomy import load_taxonomy
+
+    return list(load_taxonomy(settings))
 
 
 def check_category(labels: set[str]) -> Checker:
@@ -222,23 +168,151 @@ def check_category(labels: set[str]) -> Checker:
     return check
 
 
+_FITTED_FILES: dict[tuple, LinearHead] = {}
+
+
+def fitted_head(path: str) -> LinearHead:
+    """A head file written by `fit-categories`, read once per (path, size, mtime)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"INFERENCE_CATEGORY_HEAD file {path} does not exist: write it with "
+            "`python -m inference fit-categories --from FILE.jsonl --out PATH`"
+        ) from None
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _FITTED_FILES:
+        _FITTED_FILES[key] = LinearHead.load(p)
+    return _FITTED_FILES[key]
+
+
+def model_signature(settings, encoder) -> dict:
+    """The embeddings a head is fitted on: weights, pooling, max length, the encoder kind and dtype."""
+    from inference.modelinfo import pooling_mode, weights_fingerprint
+
+    return {
+        "weights": weights_fingerprint(settings.model_dir, settings.cache_dir),
+        "pooling": pooling_mode(settings.model_dir),
+        "max_seq_length": settings.max_seq_length,
+        "encoder": encoder.identity,
+        "dim": int(encoder.dim),
+    }
+
+
+def check_compatible(head: LinearHead, signature: dict, path: str) -> None:
+    """A fitted head only makes sense on embeddings of the model it was fitted on."""
+    fitted_on = head.meta.get("model", {})
+    if head.dim != signature["dim"] or fitted_on.get("weights") != signature["weights"]:
+        raise ConfigError(
+            f"INFERENCE_CATEGORY_HEAD {path} was fitted on embeddings of another model "
+            f"({fitted_on.get('model_id', '?')}, weights {str(fitted_on.get('weights'))[:12]}, dim {head.dim}); "
+            "fit it again for this INFERENCE_MODEL with `python -m inference fit-categories`"
+        )
+    if fitted_on.get("pooling") != signature["pooling"]:
+        raise ConfigError(
+            f"INFERENCE_CATEGORY_HEAD {path} was fitted with {fitted_on.get('pooling')} pooling, "
+            f"the model now uses {signature['pooling']}: fit it again"
+        )
+
+
+# Fitted heads per encoder object and key: the summary head and the category head share one fit.
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def linear_head_for(settings, encoder) -> LinearHead:
+    """The configured head: the fitted file, or the default recipe fitted from the bundled files (cached)."""
+    signature = model_signature(settings, encoder)
+    if settings.category_head:
+        head = fitted_head(settings.category_head)
+        check_compatible(head, signature, settings.category_head)
+        return head
+    parts = {"source": head_source(settings), "input": INPUT_POLICY, **signature}
+    key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
+    shared = _SHARED.setdefault(encoder, {})
+    if key in shared:
+        return shared[key]
+    cache = Path(settings.cache_dir) / f"category-head-{key}.npz" if settings.cache_dir else None
+    head = None
+    if cache is not None and cache.is_file():
+        try:
+            head = LinearHead.load(cache)
+        except ConfigError:
+            head = None  # damaged or from another release: fit again
+    if head is None:
+        data = default_training(settings, encoder)
+        head, _ = fit(data, DEFAULT_RECIPE, {"model": signature, "source": "bundled"})
+        if cache is not None:
+            try:
+                head.save(cache)
+            except OSError:
+                log.warning("could not write the category head cache in %s", settings.cache_dir)
+    shared[key] = head
+    return head
+
+
 def classifier_for(settings, encoder) -> CategoryClassifier:
-    """The classifier as the pipeline builds it: taxonomy, few-shot examples, prototype cache."""
+    """The classifier as the pipeline builds it."""
+    return CategoryClassifier(linear_head_for(settings, encoder), settings.uncertain_below)
+
+
+@dataclass
+class DefaultTexts:
+    """What the default recipe is fitted on, before embedding."""
+
+    labels: list[str]
+    texts: list[str]  # the example files' tickets as the pipeline reads tickets (inference.mailtext.ticket_text)
+    y: np.ndarray
+    descriptions: list[str]
+    dy: np.ndarray
+
+    @property
+    def digests(self) -> list[str]:
+        return [text_digest(t) for t in self.texts]
+
+
+def default_texts(settings, max_length: int) -> DefaultTexts:
+    """The example files (INFERENCE_FEWSHOT) and the taxonomy's descriptions."""
     from inference.examples import load_example_files
     from inference.taxonomy import load_taxonomy
 
     taxonomy = load_taxonomy(settings)
-    examples = load_example_files(settings.fewshot_file, set(taxonomy))
-    cache = None
-    if settings.cache_dir:
-        # Keyed on what the prototypes are computed from (weights, taxonomy, examples, the encoder and its
-        # dtype), never on INFERENCE_MODEL_VERSION: a fixed version string must not serve stale prototypes.
-        from inference.modelinfo import heads_fingerprint, weights_fingerprint
+    labels = list(taxonomy)
+    index = {label: k for k, label in enumerate(labels)}
+    examples = load_example_files(settings.fewshot_file, set(labels))
+    return DefaultTexts(
+        labels,
+        [ticket_text_of(e, max_length) for e in examples],
+        np.array([index[e.label] for e in examples], dtype=int),
+        [t for label in labels for t in taxonomy[label]],
+        np.array([index[label] for label in labels for _ in taxonomy[label]], dtype=int),
+    )
 
-        parts = (weights_fingerprint(settings.model_dir), heads_fingerprint(settings), encoder.identity)
-        key = hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:24]
-        cache = Path(settings.cache_dir) / f"category-{key}.npz"
-    return CategoryClassifier(taxonomy, examples, encoder, settings.uncertain_below, cache=cache)
+
+def default_training(settings, encoder) -> TrainingData:
+    """The default recipe's training data, embedded by `encoder`."""
+    src = default_texts(settings, encoder.max_length)
+    vectors = embed(encoder, src.texts + src.descriptions)
+    n = len(src.texts)
+    return TrainingData(src.labels, vectors[:n], src.y, vectors[n:], src.dy, src.digests)
+
+
+def ticket_text_of(example, max_length: int) -> str:
+    """A labelled ticket as the pipeline reads a ticket (input policy, mail tail cut off)."""
+    from inference.mailtext import ticket_text
+    from inference.textprep import max_chars_for
+
+    text, _ = ticket_text(example.subject, example.body, max_chars_for(max_length))
+    return text or example.text
+
+
+def embed(encoder, texts: Sequence[str]) -> np.ndarray:
+    if not texts:
+        return np.zeros((0, encoder.dim), dtype=np.float32)
+    out = encoder.encode(list(texts))
+    if out.errors:
+        raise RuntimeError(f"could not embed {len(out.errors)} of the category head's training texts")
+    return out.embeddings
 
 
 def _file_digest(path: str) -> str:

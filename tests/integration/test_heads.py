@@ -11,12 +11,14 @@ import sqlalchemy as sa
 
 from inference.config import Settings
 from inference.heads.category import classifier_for
+from inference.mailtext import GREETING, ticket_text
 from inference.modelinfo import model_version
 from inference.pipeline import run_window
 from inference.predictor import load_predictor
+from inference.readability import readability, unreadable
 from inference.seed import seed_backlog
 from inference.store.schema import ticket_results, tickets
-from inference.textprep import sentence_spans
+from inference.textprep import max_chars_for, sentence_spans
 from inference.window import window_for_date
 
 WINDOW = window_for_date(dt.date(2026, 11, 30))
@@ -38,17 +40,18 @@ def settings(sqlite_engine) -> Settings:
     return Settings(db_url=sqlite_engine.url.render_as_string(hide_password=False), device="cpu", chunk_size=16)
 
 
-def test_extractive_summaries_are_sentences_of_the_ticket(sqlite_engine, settings, model):
+def test_extractive_summaries_are_the_tickets_own_words(sqlite_engine, settings, model):
+    """One or two sentences (a leading greeting cut off) of the customer's own message, in their order."""
     run_window(settings, "r1", WINDOW, predictor=model)
     source, results = _source(sqlite_engine), _results(sqlite_engine)
     assert len(results) == 60
     for ticket_id, r in results.items():
-        text = "\n".join(p.strip() for p in (source[ticket_id].subject, source[ticket_id].body) if p and p.strip())
+        text, _ = ticket_text(source[ticket_id].subject, source[ticket_id].body, max_chars_for(256))
         sentences = [text[a:b] for a, b in sentence_spans(text)]
-        one = set(sentences) if len(sentences) <= 2 else set()
-        two = {f"{a} {b}" for i, a in enumerate(sentences) for b in sentences[i + 1 :]} if len(sentences) > 2 else set()
-        assert r.summary in one | two, ticket_id  # one sentence, or two in their original order
-        assert 0.0 <= r.category_confidence <= 1.0 and r.category_uncertain == (r.category_confidence < 0.5)
+        assert _own_words(r.summary, sentences) and not GREETING.match(r.summary), ticket_id
+        flagged = unreadable(readability(text, model.encoder.token_strings([text])[0]))
+        assert 0.0 <= r.category_confidence <= 1.0
+        assert r.category_uncertain == (r.category_confidence < 0.8 or flagged), ticket_id
 
 
 def test_heads_are_configuration_and_part_of_the_version(sqlite_engine, settings, model):
@@ -63,6 +66,20 @@ def test_heads_are_configuration_and_part_of_the_version(sqlite_engine, settings
     summary = run_window(settings, "r2", WINDOW, predictor=model)  # all heads: a new version, so everything again
     assert summary["succeeded"] == 60
     assert all(r.category and r.summary for r in _results(sqlite_engine).values())
+
+
+def _own_words(summary: str, sentences: list[str]) -> bool:
+    """A sentence, or two in their order, each possibly without its leading greeting (a suffix of it)."""
+    if any(s.endswith(summary) for s in sentences):
+        return True
+    for k, ch in enumerate(summary):
+        if ch != " ":
+            continue
+        head, tail = summary[:k], summary[k + 1 :]
+        for i, first in enumerate(sentences):
+            if head and first.endswith(head) and any(tail and s.endswith(tail) for s in sentences[i + 1 :]):
+                return True
+    return False
 
 
 def _tiny_model(tmp_path, kind: str):
@@ -116,42 +133,39 @@ def test_abstractive_generation_end_to_end_with_a_tiny_local_model(sqlite_engine
     assert all(r.summary and r.summary.strip() for r in _results(sqlite_engine).values())
 
 
-def test_category_prototypes_are_cached_and_an_edited_example_file_misses_the_cache(model, tmp_path):
-    """The cache saves re-embedding the examples at every task start; it is keyed on what the prototypes
-    come from, so editing the examples recomputes them even under a fixed INFERENCE_MODEL_VERSION."""
+def test_the_category_head_is_cached_and_an_edited_example_file_misses_the_cache(model, tmp_path):
+    """The cache saves re-embedding the examples and refitting at every task start; it is keyed on what the
+    head is fitted from, so editing the examples fits again even under a fixed INFERENCE_MODEL_VERSION."""
     import json
 
-    import numpy as np
+    from inference.heads.category import linear_head_for
 
     examples = tmp_path / "examples.jsonl"
     rows = [
-        {"id": "x1", "subject": "Charged twice", "body": "Two payments for one order.", "label": "billing"},
-        {
-            "id": "x2",
-            "subject": "Locked out",
-            "body": "My password reset link never arrives.",
-            "label": "account_access",
-        },
+        {"id": f"x{k}", "subject": subject, "body": f"{body} ({k})", "label": label}
+        for k in range(5)
+        for subject, body, label in [
+            ("Charged twice", "Two payments for one order.", "billing"),
+            ("Locked out", "My password reset link never arrives.", "account_access"),
+        ]
     ]
     examples.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     cache = tmp_path / "cache"
     settings = Settings(device="cpu", fewshot_file=str(examples), cache_dir=str(cache), model_version="pinned@1")
 
     first = classifier_for(settings, model.encoder)
-    (stored,) = list(cache.glob("category-*.npz"))
+    (stored,) = list(cache.glob("category-head-*.npz"))
+    encoder = model.encoder.with_budget(model.encoder.max_batch_tokens)  # another task: a new encoder object
     calls = []
-    real_encode = model.encoder.encode
-    model.encoder.encode = lambda texts: calls.append(len(texts)) or real_encode(texts)
-    try:
-        again = classifier_for(settings, model.encoder)
-        assert calls == [], "a cache hit embeds nothing"
-        np.testing.assert_array_equal(again.example_vectors, first.example_vectors)
+    real_encode = encoder.encode
+    encoder.encode = lambda texts: calls.append(len(texts)) or real_encode(texts)
+    again = linear_head_for(settings, encoder)
+    assert calls == [], "a cache hit embeds nothing"
+    assert again.fingerprint() == first.head.fingerprint()
 
-        rows[1]["body"] = "I cannot sign in since the update."
-        examples.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-        edited = classifier_for(settings, model.encoder)
-        assert calls, "edited examples are embedded again"
-        assert not np.allclose(edited.example_vectors[1], first.example_vectors[1])
-        assert len(list(cache.glob("category-*.npz"))) == 2 and stored.exists()
-    finally:
-        model.encoder.encode = real_encode
+    rows[1]["body"] = "I cannot sign in since the update."
+    examples.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    edited = linear_head_for(settings, encoder)
+    assert calls, "edited examples are embedded again"
+    assert edited.fingerprint() != first.head.fingerprint()
+    assert len(list(cache.glob("category-head-*.npz"))) == 2 and stored.exists()

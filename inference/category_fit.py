@@ -1,0 +1,273 @@
+"""A linear category head on the encoder's embeddings: fitting, calibration, cross-validation, storage.
+
+numpy only (no scikit-learn). The recipe is the one chosen in benchmarks/tune_categories.py (`r_logreg`,
+DEFAULT_RECIPE "logreg l2=0.003 descx12"; BENCHMARKS.md):
+
+- multinomial logistic regression on unit embeddings, trained on labelled tickets at weight 1 plus each
+  label's taxonomy descriptions at weight 12, an L2 penalty `l2 * ||W||^2 / 2` on the weighted mean loss
+  (bias unpenalised), Nesterov-accelerated gradient descent, 400 steps of 1/Lipschitz: deterministic;
+- a temperature fitted by maximum likelihood on 5-fold out-of-fold logits of the labelled tickets (each
+  fold scored by a head fitted without it), so the confidence is calibrated on tickets the head has not seen.
+
+The category head fits it at task start from the bundled files (cached), or loads one fitted on a help
+desk's own labelled tickets by `python -m inference fit-categories` (`LinearHead.save` / `load`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from inference.errors import ConfigError
+
+FORMAT = "ticket-inference-category-head/1"
+TEMPERATURES = np.geomspace(0.005, 5.0, 140)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    l2: float = 0.003
+    description_weight: float = 12.0
+    iters: int = 400
+    folds: int = 5
+
+    def key(self) -> str:
+        return f"logreg-l2={self.l2}-desc={self.description_weight}-iters={self.iters}-folds={self.folds}"
+
+
+DEFAULT_RECIPE = Recipe()
+
+
+# --- numpy building blocks ---------------------------------------------------------------------------
+def unit(v: np.ndarray) -> np.ndarray:
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    return v / np.maximum(n, 1e-12)
+
+
+def log_softmax(z: np.ndarray) -> np.ndarray:
+    top = z.max(axis=1, keepdims=True)
+    return z - top - np.log(np.exp(z - top).sum(axis=1, keepdims=True))
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    return np.exp(log_softmax(z))
+
+
+def fit_logreg(
+    X: np.ndarray, y: np.ndarray, k: int, l2: float, weights: np.ndarray | None = None, iters: int = 400
+) -> tuple[np.ndarray, np.ndarray]:
+    """Multinomial logistic regression, L2 `l2 * ||W||^2 / 2` on the weighted mean loss, by Nesterov
+    gradient descent with the step 1 / Lipschitz bound. Returns (W [d, k], b [k]), float64."""
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    w = w / w.sum()
+    Y = np.eye(k)[y]
+    lip = 0.5 * np.linalg.eigvalsh((X * w[:, None]).T @ X).max() + 0.5 + l2
+    step = 1.0 / lip
+    W, b = np.zeros((d, k)), np.zeros(k)
+    Wv, bv = W.copy(), b.copy()
+    for it in range(iters):
+        G = (softmax(X @ Wv + bv) - Y) * w[:, None]
+        W_new = Wv - step * (X.T @ G + l2 * Wv)
+        b_new = bv - step * G.sum(axis=0)
+        mom = it / (it + 3)
+        Wv, bv = W_new + mom * (W_new - W), b_new + mom * (b_new - b)
+        W, b = W_new, b_new
+    return W, b
+
+
+def fit_temperature(logits: np.ndarray, y: np.ndarray) -> float:
+    """Maximum-likelihood temperature over a fixed grid (logits at temperature 1)."""
+    best, best_nll = 1.0, np.inf
+    for t in TEMPERATURES:
+        nll = -log_softmax(logits / t)[np.arange(len(y)), y].mean()
+        if nll < best_nll:
+            best, best_nll = float(t), nll
+    return best
+
+
+def folds(y: np.ndarray, k: int = 5, seed: int = 0) -> np.ndarray:
+    """A stratified fold index per row (deterministic for a seed)."""
+    rng = np.random.default_rng(seed)
+    out = np.empty(len(y), dtype=int)
+    for c in np.unique(y):
+        idx = np.flatnonzero(y == c)
+        rng.shuffle(idx)
+        out[idx] = np.arange(len(idx)) % k
+    return out
+
+
+def ece(confidence: np.ndarray, correct: np.ndarray, bins: int = 10) -> float:
+    """Expected calibration error: 10 equal-width bins, |mean confidence - accuracy| weighted by share."""
+    edges = np.linspace(0, 1, bins + 1)
+    total = 0.0
+    for low, high in zip(edges[:-1], edges[1:], strict=True):
+        inside = (confidence > low) & (confidence <= high)
+        if inside.any():
+            total += inside.mean() * abs(confidence[inside].mean() - correct[inside].mean())
+    return float(total)
+
+
+def text_digest(text: str) -> str:
+    """A short digest of a training text: the fitted head records them, so `eval` can leave its own
+    training tickets out (never scoring a ticket with a head that was fitted on it)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+# --- the head ------------------------------------------------------------------------------------------
+@dataclass
+class LinearHead:
+    labels: list[str]
+    W: np.ndarray  # [dim, K]
+    b: np.ndarray  # [K]
+    temperature: float
+    prototypes: np.ndarray  # [K, dim] unit: each label's training mean (the `category_score` cosine)
+    meta: dict = field(default_factory=dict)  # model it was fitted on, recipe, report, training digests
+
+    @property
+    def dim(self) -> int:
+        return int(self.W.shape[0])
+
+    def logits(self, emb: np.ndarray) -> np.ndarray:
+        """Logits at temperature 1 (the summary head ranks sentences by them)."""
+        return np.nan_to_num(np.asarray(emb, dtype=np.float64), nan=0.0) @ self.W + self.b
+
+    def probabilities(self, emb: np.ndarray) -> np.ndarray:
+        return softmax(self.logits(emb) / self.temperature)
+
+    def cosines(self, emb: np.ndarray) -> np.ndarray:
+        return np.nan_to_num(np.asarray(emb, dtype=np.float64), nan=0.0) @ self.prototypes.T
+
+    def fingerprint(self) -> str:
+        """Everything that changes the head's outputs (labels, weights, temperature, prototypes)."""
+        h = hashlib.sha256(json.dumps({"labels": self.labels, "temperature": self.temperature}).encode())
+        for a in (self.W, self.b, self.prototypes):
+            h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+        return h.hexdigest()
+
+    def save(self, path: str | Path) -> None:
+        """Atomically (a concurrent reader never sees half a file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {**self.meta, "format": FORMAT, "fingerprint": self.fingerprint()}
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            np.savez(
+                fh,
+                labels=np.array(self.labels),
+                W=self.W,
+                b=self.b,
+                temperature=np.array(self.temperature),
+                prototypes=self.prototypes,
+                meta=np.array(json.dumps(meta, sort_keys=True)),
+            )
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> LinearHead:
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(str(data["meta"]))
+                head = cls(
+                    [str(x) for x in data["labels"]],
+                    data["W"],
+                    data["b"],
+                    float(data["temperature"]),
+                    data["prototypes"],
+                    meta,
+                )
+        except FileNotFoundError:
+            raise ConfigError(f"category head file {path} does not exist (INFERENCE_CATEGORY_HEAD)") from None
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"category head file {path} is not a fitted head ({type(exc).__name__})") from None
+        if meta.get("format") != FORMAT:
+            raise ConfigError(f"category head file {path} has format {meta.get('format')!r}, expected {FORMAT}")
+        if meta.get("fingerprint") != head.fingerprint():
+            raise ConfigError(f"category head file {path} is damaged (its content does not match its fingerprint)")
+        return head
+
+
+# --- fitting -----------------------------------------------------------------------------------------
+@dataclass
+class TrainingData:
+    """Unit embeddings of labelled tickets and of label descriptions, with label indexes into `labels`."""
+
+    labels: list[str]
+    X: np.ndarray  # tickets [n, dim]
+    y: np.ndarray
+    D: np.ndarray  # descriptions [m, dim] (m may be 0)
+    dy: np.ndarray
+    digests: list[str] = field(default_factory=list)  # text_digest of each ticket
+
+    def without(self, drop: np.ndarray) -> TrainingData:
+        keep = ~drop
+        digests = [self.digests[i] for i in np.flatnonzero(keep)] if self.digests else []
+        return TrainingData(self.labels, self.X[keep], self.y[keep], self.D, self.dy, digests)
+
+
+def _fit_weights(data: TrainingData, recipe: Recipe) -> tuple[np.ndarray, np.ndarray]:
+    X = np.vstack([data.X, data.D]) if len(data.D) else data.X
+    y = np.concatenate([data.y, data.dy]).astype(int) if len(data.D) else data.y
+    w = np.concatenate([np.ones(len(data.X)), np.full(len(data.D), recipe.description_weight)])
+    return fit_logreg(X, y, len(data.labels), recipe.l2, w, recipe.iters)
+
+
+def out_of_fold_logits(data: TrainingData, recipe: Recipe, seed: int = 1) -> np.ndarray:
+    """Each ticket's logits from a head fitted on the other folds (descriptions always in)."""
+    k = len(data.labels)
+    f = folds(data.y, recipe.folds, seed=seed)
+    oof = np.zeros((len(data.y), k))
+    for j in range(recipe.folds):
+        test = f == j
+        if not test.any():
+            continue
+        W, b = _fit_weights(data.without(test), recipe)
+        oof[test] = data.X[test] @ W + b
+    return oof
+
+
+def fit(data: TrainingData, recipe: Recipe = DEFAULT_RECIPE, meta: dict | None = None) -> tuple[LinearHead, np.ndarray]:
+    """The head on all the data, its temperature from out-of-fold logits; returns (head, those logits).
+    With no labelled tickets (zero-shot), the descriptions play their part at weight 1."""
+    if len(data.X) == 0:
+        data = TrainingData(data.labels, data.D, data.dy, data.D[:0], data.dy[:0])
+        recipe = Recipe(recipe.l2, 1.0, recipe.iters, recipe.folds)
+    oof = out_of_fold_logits(data, recipe)
+    temperature = fit_temperature(oof, data.y)
+    W, b = _fit_weights(data, recipe)
+    sums = np.zeros((len(data.labels), data.X.shape[1]))
+    np.add.at(sums, data.y, data.X)
+    if len(data.D):
+        np.add.at(sums, data.dy.astype(int), data.D)
+    head = LinearHead(list(data.labels), W, b, temperature, unit(sums), dict(meta or {}))
+    head.meta.setdefault("recipe", asdict(recipe))
+    head.meta.setdefault("training_tickets", int(len(data.X)))
+    head.meta["training_digests"] = list(data.digests)
+    return head, oof
+
+
+def report(labels: Sequence[str], y: np.ndarray, probs: np.ndarray) -> dict:
+    """Accuracy, per-label recall and n, ECE of held-out predictions."""
+    pred = probs.argmax(axis=1)
+    conf = probs.max(axis=1)
+    correct = pred == y
+    return {
+        "tickets": int(len(y)),
+        "accuracy": round(float(correct.mean()), 4) if len(y) else None,
+        "expected_calibration_error": round(ece(conf, correct), 4) if len(y) else None,
+        "per_label": {
+            label: {
+                "n": int((y == k).sum()),
+                "recall": round(float(correct[y == k].mean()), 3) if (y == k).any() else None,
+            }
+            for k, label in enumerate(labels)
+        },
+    }

@@ -1,0 +1,279 @@
+"""`python -m inference fit-categories`: fit the category head on a help desk's own labelled tickets.
+
+    python -m inference fit-categories --from tickets.jsonl [--label-column label] --out models/category_head.npz
+    python -m inference --db URL fit-categories --from-table closed_tickets --label-column queue --out ...
+
+Rows: a JSON Lines file of objects with subject/body (and the label under --label-column, default `label`),
+or a table of the tickets database (id/subject/body columns as TICKETS_COL_*, or --subject-column etc.).
+Labels can be anything the agents used (queues, types): the head's labels are the distinct values with at
+least --min-per-label tickets (default 5; fewer are dropped and listed); they replace the taxonomy. Labels that
+are also taxonomy labels get that label's descriptions as extra training rows (`--descriptions auto`).
+
+Tickets are read as the pipeline reads them (input policy, mail tail cut off) and embedded by the
+configured model (INFERENCE_MODEL, INFERENCE_DEVICE, ...); exact duplicate texts count once (majority
+label). The held-out accuracy is measured by k-fold cross-validation (--folds, default 5): every ticket
+scored by a head fitted without it; the temperature of the stored head is fitted on those out-of-fold
+scores, and the stored head is then fitted on all the tickets (inference.category_fit, the default recipe).
+
+The file (.npz) holds the weights, labels, temperature, the model it was fitted on (refused with another
+one), the report and short digests of the training texts (so `eval` never scores a ticket the head was
+fitted on); its fingerprint is part of the model version. Use it with INFERENCE_CATEGORY_HEAD=PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from inference.category_fit import DEFAULT_RECIPE, Recipe, TrainingData, fit, report, softmax, text_digest
+from inference.errors import ConfigError
+
+log = logging.getLogger("inference")
+DEFAULT_OUT = Path("models") / "category_head.npz"
+MAX_LABEL_CHARS = 64  # ticket_results.category is VARCHAR(64)
+EMBED_CHUNK = 2048
+
+
+@dataclass(frozen=True)
+class Row:
+    subject: str | None
+    body: str | None
+    label: str
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "fit-categories",
+        help="fit the category head on your labelled tickets (JSON Lines or a table); report held-out accuracy",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--from", dest="from_file", type=Path, help="JSON Lines file of labelled tickets")
+    src.add_argument("--from-table", help="table of the tickets database (--db / TICKETS_DB_URL) with a label column")
+    p.add_argument("--label-column", default="label", help="the label's key or column (default: label)")
+    p.add_argument("--schema", help="schema of --from-table (default: TICKETS_SOURCE_SCHEMA or the search path)")
+    p.add_argument("--subject-column", help="subject column of --from-table (default: TICKETS_COL_SUBJECT)")
+    p.add_argument("--body-column", help="body column of --from-table (default: TICKETS_COL_BODY)")
+    p.add_argument("--limit", type=int, help="read at most this many labelled rows")
+    p.add_argument(
+        "--out", type=Path, help=f"where to write the head (default: INFERENCE_CATEGORY_HEAD or {DEFAULT_OUT})"
+    )
+    p.add_argument("--folds", type=int, default=DEFAULT_RECIPE.folds, help="cross-validation folds (default 5)")
+    p.add_argument("--min-per-label", type=int, default=5, help="labels with fewer tickets are dropped (default 5)")
+    p.add_argument(
+        "--descriptions",
+        choices=("auto", "none"),
+        default="auto",
+        help="auto: labels that are taxonomy labels also learn from its descriptions (default); none",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+
+
+def main(settings, args) -> int:
+    if args.folds < 2:
+        raise ConfigError("--folds must be at least 2")
+    if args.from_file is not None:
+        rows = list(read_jsonl(args.from_file, args.label_column, args.limit))
+        source = {"file": str(args.from_file), "sha256": hashlib.sha256(args.from_file.read_bytes()).hexdigest()}
+    else:
+        rows = list(read_table(settings, args))
+        source = {"table": args.from_table, "label_column": args.label_column}
+    from inference.engine.encoder import Encoder
+
+    encoder = Encoder.from_settings(settings)
+    out = Path(args.out or settings.category_head or DEFAULT_OUT)
+    result = fit_rows(
+        settings,
+        encoder,
+        rows,
+        recipe=Recipe(folds=args.folds),
+        min_per_label=args.min_per_label,
+        descriptions=args.descriptions == "auto",
+        source=source,
+    )
+    result.head.save(out)
+    result.summary["written"] = str(out.resolve())
+    print(json.dumps(result.summary, sort_keys=True) if args.json else render(result.summary))
+    return 0
+
+
+def read_jsonl(path: Path, label_key: str, limit: int | None = None) -> Iterable[Row]:
+    if not path.is_file():
+        raise ConfigError(f"--from {path}: no such file")
+    n = 0
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:
+                raise ConfigError(f"{path}:{lineno}: not a JSON object") from None
+            if not isinstance(item, dict):
+                raise ConfigError(f"{path}:{lineno}: not a JSON object")
+            label = _label(item.get(label_key))
+            if label is None:
+                continue
+            yield Row(_text(item.get("subject")), _text(item.get("body")), label)
+            n += 1
+            if limit and n >= limit:
+                return
+
+
+def read_table(settings, args) -> Iterable[Row]:
+    import sqlalchemy as sa
+
+    from inference.config import IDENTIFIER
+    from inference.store.db import make_engine
+
+    names = {
+        "--from-table": args.from_table,
+        "--label-column": args.label_column,
+        "--subject-column": args.subject_column or settings.source.subject,
+        "--body-column": args.body_column or settings.source.body,
+    }
+    schema = args.schema or settings.source.schema
+    if schema is not None:
+        names["--schema"] = schema
+    for flag, value in names.items():
+        if not IDENTIFIER.fullmatch(value):
+            raise ConfigError(f"{flag} {value!r} is not a plain SQL identifier")
+    label, subject, body = (
+        sa.column(args.label_column),
+        sa.column(names["--subject-column"]),
+        sa.column(names["--body-column"]),
+    )
+    table = sa.table(args.from_table, label, subject, body, schema=schema)
+    query = sa.select(subject, body, label).select_from(table).where(label.is_not(None))
+    if args.limit:
+        query = query.limit(args.limit)
+    engine = make_engine(settings.db_url)
+    try:
+        with engine.connect() as conn:
+            for s, b, value in conn.execution_options(yield_per=2000).execute(query):
+                name = _label(value)
+                if name is not None:
+                    yield Row(_text(s), _text(b), name)
+    finally:
+        engine.dispose()
+
+
+def _label(value) -> str | None:
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    text = str(value).strip()
+    if not text:
+        return None
+    if len(text) > MAX_LABEL_CHARS:
+        raise ConfigError(f"label {text[:20]!r}... is longer than {MAX_LABEL_CHARS} characters (the category column)")
+    return text
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass
+class FitResult:
+    head: object  # LinearHead
+    summary: dict
+
+
+def fit_rows(
+    settings,
+    encoder,
+    rows: Sequence[Row],
+    recipe: Recipe = DEFAULT_RECIPE,
+    min_per_label: int = 5,
+    descriptions: bool = True,
+    source: dict | None = None,
+) -> FitResult:
+    """The head on `rows` with its held-out (k-fold) report. `encoder`: the configured model, or a stand-in."""
+    from inference.heads.category import embed, model_signature
+    from inference.mailtext import ticket_text
+    from inference.modelinfo import model_id
+    from inference.taxonomy import load_taxonomy
+    from inference.textprep import max_chars_for
+
+    max_chars = max_chars_for(encoder.max_length)
+    by_text: dict[str, Counter] = defaultdict(Counter)
+    empty = 0
+    for r in rows:
+        text, _ = ticket_text(r.subject, r.body, max_chars)
+        if text is None:
+            empty += 1
+            continue
+        by_text[text][r.label] += 1
+    texts = list(by_text)
+    labels_of = [by_text[t].most_common(1)[0][0] for t in texts]
+    counts = Counter(labels_of)
+    dropped = {label: n for label, n in counts.items() if n < min_per_label}
+    labels = sorted(label for label in counts if label not in dropped)
+    if len(labels) < 2:
+        raise ConfigError(
+            f"need at least two labels with {min_per_label} or more distinct tickets each; found "
+            + (", ".join(f"{k}: {v}" for k, v in counts.most_common(10)) or "no labelled tickets")
+        )
+    keep = [k for k, label in enumerate(labels_of) if label not in dropped]
+    texts = [texts[k] for k in keep]
+    y = np.array([labels.index(labels_of[k]) for k in keep], dtype=int)
+    taxonomy = load_taxonomy(settings) if descriptions else {}
+    desc = [(labels.index(label), t) for label in labels if label in taxonomy for t in taxonomy[label]]
+
+    log.info("fit-categories: embedding %d tickets and %d descriptions", len(texts), len(desc))
+    X = np.vstack(
+        [embed(encoder, texts[i : i + EMBED_CHUNK]) for i in range(0, len(texts), EMBED_CHUNK)]
+        or [np.zeros((0, encoder.dim), np.float32)]
+    )
+    D = embed(encoder, [t for _, t in desc])
+    data = TrainingData(labels, X, y, D, np.array([k for k, _ in desc], dtype=int), [text_digest(t) for t in texts])
+    signature = {**model_signature(settings, encoder), "model_id": model_id(settings.model_dir)}
+    head, oof = fit(data, recipe, {"model": signature, "source": source or {}})
+    held_out = report(labels, y, softmax(oof / head.temperature))
+    summary = {
+        "labels": labels,
+        "tickets": len(rows),
+        "distinct_texts_used": int(len(texts)),
+        "duplicates_merged": int(len(rows) - empty - len(by_text)),
+        "empty_skipped": empty,
+        "dropped_labels": dict(sorted(dropped.items())),
+        "descriptions_used": len(desc),
+        "held_out": {**held_out, "protocol": f"{recipe.folds}-fold cross-validation"},
+        "temperature": round(head.temperature, 4),
+        "fingerprint": head.fingerprint()[:16],
+        "fitted_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    head.meta["report"] = summary
+    return FitResult(head, summary)
+
+
+def render(summary: dict) -> str:
+    h = summary["held_out"]
+    lines = [
+        f"fitted a category head on {summary['distinct_texts_used']} distinct tickets, {len(summary['labels'])} labels"
+        f" ({summary['duplicates_merged']} duplicates merged, {summary['empty_skipped']} empty skipped,"
+        f" {summary['descriptions_used']} taxonomy descriptions added)",
+        f"held-out accuracy ({h['protocol']}): {h['accuracy']:.3f}; expected calibration error"
+        f" {h['expected_calibration_error']:.3f} (temperature {summary['temperature']} fitted on these out-of-fold scores)",
+    ]
+    if summary["dropped_labels"]:
+        lines.append(
+            "dropped (too few tickets): " + ", ".join(f"{k} ({v})" for k, v in summary["dropped_labels"].items())
+        )
+    width = max(len("label"), *(len(label) for label in h["per_label"]))
+    lines += ["", f"{'label':<{width}}  n      held-out recall"]
+    for label, m in h["per_label"].items():
+        lines.append(f"{label:<{width}}  {m['n']:<5}  {m['recall']}")
+    if "written" in summary:
+        lines += ["", f"written to {summary['written']}", f"use it: INFERENCE_CATEGORY_HEAD={summary['written']}"]
+    return "\n".join(lines)

@@ -1,0 +1,239 @@
+"""The category head without the model (a stand-in encoder): the linear recipe is deterministic and cached,
+its file is checked, unreadable tickets are `uncertain`, help desks fit their own head (JSON Lines or a
+table) and it enters the model version; `eval` never scores a ticket with a head fitted on it."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from inference.category_fit import LinearHead, Recipe, TrainingData, fit, fit_logreg, folds
+from inference.config import Settings
+from inference.engine.standin import StandInEncoder
+from inference.errors import ConfigError
+from inference.evaluate import evaluate
+from inference.fit_categories import Row, fit_rows, read_jsonl, read_table
+from inference.heads.category import HEAD, classifier_for, head_labels, linear_head_for
+from inference.modelinfo import heads_fingerprint
+from inference.pipeline import run_window
+from inference.predictor import build_predictor
+from inference.store.db import make_engine, writing
+from inference.store.schema import create_schema, ticket_results, tickets
+from inference.window import window_for_date
+
+WINDOW = window_for_date(dt.date(2026, 11, 30))
+QUEUES = {
+    "payments_queue": ["charged twice on my card", "refund the invoice amount", "payment declined at checkout"],
+    "logistics_queue": ["parcel never arrived", "tracking number shows nothing", "package delivered damaged"],
+    "identity_queue": ["cannot log in to my account", "password reset email missing", "two factor code rejected"],
+}
+
+
+def queue_rows(n_each: int = 12) -> list[Row]:
+    rows = []
+    for label, phrases in QUEUES.items():
+        for k in range(n_each):
+            rows.append(Row(f"ticket {k}", f"{phrases[k % 3]} order {k} thanks", label))
+    return rows
+
+
+def toy_data(seed: int = 0, n: int = 90) -> TrainingData:
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((3, 16))
+    y = np.arange(n) % 3
+    X = centers[y] + 0.8 * rng.standard_normal((n, 16))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return TrainingData(["a", "b", "c"], X, y, X[:0], y[:0], [f"d{k}" for k in range(n)])
+
+
+def test_the_fit_is_deterministic_and_calibrated_on_out_of_fold_scores():
+    first, oof = fit(toy_data())
+    again, _ = fit(toy_data())
+    assert first.fingerprint() == again.fingerprint()
+    assert (oof.argmax(axis=1) == toy_data().y).mean() > 0.9
+    assert 0.005 <= first.temperature <= 5.0
+    probs = first.probabilities(toy_data(seed=0).X)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-9)
+
+
+def test_logistic_regression_separates_and_folds_are_stratified():
+    data = toy_data()
+    W, b = fit_logreg(data.X, data.y, 3, l2=0.003)
+    assert ((data.X @ W + b).argmax(axis=1) == data.y).mean() > 0.95
+    f = folds(data.y, 5)
+    for j in range(5):
+        assert sorted(np.bincount(data.y[f == j], minlength=3)) == [6, 6, 6]
+
+
+def test_a_head_file_round_trips_and_a_changed_file_is_refused(tmp_path):
+    head, _ = fit(toy_data(), Recipe(folds=3), {"model": {"weights": "w"}})
+    path = tmp_path / "head.npz"
+    head.save(path)
+    loaded = LinearHead.load(path)
+    assert loaded.fingerprint() == head.fingerprint() and loaded.labels == ["a", "b", "c"]
+    np.testing.assert_array_equal(loaded.W, head.W)
+    tampered = dataclasses.replace(head, temperature=head.temperature * 2)
+    tampered.meta = {**head.meta}
+    tampered.save(path)
+    data = dict(np.load(path))
+    data["meta"] = np.array(json.dumps({**json.loads(str(data["meta"])), "fingerprint": head.fingerprint()}))
+    with path.open("wb") as fh:
+        np.savez(fh, **data)
+    with pytest.raises(ConfigError, match="damaged"):
+        LinearHead.load(path)
+    (tmp_path / "junk.npz").write_bytes(b"not a head")
+    with pytest.raises(ConfigError, match="not a fitted head"):
+        LinearHead.load(tmp_path / "junk.npz")
+
+
+def test_the_default_head_is_fitted_once_then_read_from_the_cache(tmp_path):
+    settings = Settings(device="cpu", cache_dir=str(tmp_path / "cache"))
+    encoder = StandInEncoder()
+    first = classifier_for(settings, encoder)
+    assert first.labels[:2] == ["billing", "account_access"]
+    (cached,) = (tmp_path / "cache").glob("category-head-*.npz")
+    fresh = StandInEncoder()
+    calls = []
+    real = fresh.encode
+    fresh.encode = lambda texts: calls.append(len(texts)) or real(texts)
+    again = linear_head_for(settings, fresh)
+    assert calls == [] and again.fingerprint() == first.head.fingerprint()
+
+    examples = tmp_path / "examples.jsonl"
+    examples.write_text(
+        "\n".join(
+            json.dumps({"id": f"x{k}", "subject": "", "body": f"{p} {k}", "label": label})
+            for label, p in [("billing", "charged twice"), ("shipping", "parcel lost")]
+            for k in range(6)
+        )
+    )
+    edited = dataclasses.replace(settings, fewshot_file=str(examples))
+    linear_head_for(edited, fresh)
+    assert calls, "other examples: fitted again"
+    assert len(list((tmp_path / "cache").glob("category-head-*.npz"))) == 2 and cached.exists()
+    assert heads_fingerprint(edited) != heads_fingerprint(settings)
+
+
+def test_unreadable_tickets_are_uncertain_and_the_threshold_is_0_8():
+    settings = Settings(device="cpu", cache_dir="")
+    assert settings.uncertain_below == 0.8 and settings.flag_unreadable
+    encoder = StandInEncoder()
+    loaded = HEAD.build(settings, encoder)
+    texts = [
+        "I was charged twice for my plan this month, please refund the duplicate payment.",
+        "Hola, me han cobrado dos veces este mes y quiero que me devuelvan el dinero por favor.",
+    ]
+    from inference.heads.base import EncodedChunk
+
+    out = loaded(EncodedChunk(texts, encoder.encode(texts).embeddings))
+    assert out.values[1]["category_uncertain"] is True
+    first = out.values[0]
+    assert first["category_uncertain"] == (first["category_confidence"] < 0.8)
+    off = dataclasses.replace(settings, flag_unreadable=False)
+    assert heads_fingerprint(off) != heads_fingerprint(settings)
+    assert heads_fingerprint(dataclasses.replace(settings, uncertain_below=0.5)) != heads_fingerprint(settings)
+
+
+def test_a_help_desk_fits_its_own_queues_from_json_lines_and_runs_them(tmp_path):
+    path = tmp_path / "history.jsonl"
+    rows = queue_rows()
+    lines = [json.dumps({"subject": r.subject, "body": r.body, "queue": r.label}) for r in rows]
+    lines += [
+        json.dumps({"subject": "x", "body": "no queue"}),
+        json.dumps({"subject": "y", "body": "z", "queue": "rare"}),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    read = list(read_jsonl(path, "queue"))
+    assert len(read) == len(rows) + 1  # the unlabelled row is skipped
+    settings = Settings(device="cpu", cache_dir="")
+    encoder = StandInEncoder()
+    result = fit_rows(settings, encoder, read, min_per_label=5)
+    summary = result.summary
+    assert summary["labels"] == sorted(QUEUES) and summary["dropped_labels"] == {"rare": 1}
+    assert summary["held_out"]["accuracy"] > 0.9 and summary["descriptions_used"] == 0
+    head_file = tmp_path / "head.npz"
+    result.head.save(head_file)
+
+    # used by the pipeline: its labels are the taxonomy, its fingerprint part of the model version
+    db = tmp_path / "t.db"
+    engine = make_engine(f"sqlite:///{db}")
+    create_schema(engine, with_demo_source=True)
+    at = WINDOW.start + dt.timedelta(hours=1)
+    with writing(engine) as conn:
+        conn.execute(
+            sa.insert(tickets),
+            [
+                dict(ticket_id=1, subject="Lost", body="my parcel never arrived", created_at=at, updated_at=at),
+                dict(ticket_id=2, subject="Login", body="password reset email missing", created_at=at, updated_at=at),
+            ],
+        )
+    custom = Settings(db_url=f"sqlite:///{db}", device="cpu", cache_dir="", category_head=str(head_file))
+    assert head_labels(custom) == sorted(QUEUES)
+    assert heads_fingerprint(custom) != heads_fingerprint(dataclasses.replace(custom, category_head=None))
+    summary = run_window(custom, "r1", WINDOW, predictor=build_predictor(custom, encoder))
+    assert summary["succeeded"] == 2
+    with engine.connect() as conn:
+        got = {str(r.ticket_id): r.category for r in conn.execute(sa.select(ticket_results))}
+    assert got == {"1": "logistics_queue", "2": "identity_queue"}
+
+    # eval leaves the head's own training tickets out
+    train_set = tmp_path / "train_set.jsonl"
+    train_set.write_text(
+        "\n".join(
+            json.dumps({"id": str(k), "subject": r.subject, "body": r.body, "label": r.label})
+            for k, r in enumerate(rows)
+        )
+        + "\n"
+        + json.dumps({"id": "new", "subject": "", "body": "refund the duplicate charge", "label": "payments_queue"})
+    )
+    report = evaluate(custom, str(train_set), encoder=encoder)
+    assert report["tickets"] == 1 and report["excluded_training_tickets"] == len(rows)
+    assert report["baseline"] is None  # queue labels have no taxonomy descriptions
+    engine.dispose()
+
+
+def test_a_fitted_head_from_another_model_is_refused(tmp_path):
+    settings = Settings(device="cpu", cache_dir="")
+    result = fit_rows(settings, StandInEncoder(), queue_rows())
+    result.head.meta["model"]["weights"] = "someone-elses-weights"
+    result.head.save(tmp_path / "head.npz")
+    other = dataclasses.replace(settings, category_head=str(tmp_path / "head.npz"))
+    with pytest.raises(ConfigError, match="another model"):
+        build_predictor(other, StandInEncoder())
+
+
+def test_fitting_from_a_table_with_a_label_column(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'h.db'}")
+    with writing(engine) as conn:
+        conn.execute(sa.text("CREATE TABLE closed (subject TEXT, body TEXT, queue TEXT)"))
+        conn.execute(
+            sa.text("INSERT INTO closed VALUES (:s, :b, :q)"),
+            [dict(s=r.subject, b=r.body, q=r.label) for r in queue_rows()] + [dict(s="a", b="b", q=None)],
+        )
+    engine.dispose()
+    settings = Settings(db_url=f"sqlite:///{tmp_path / 'h.db'}", device="cpu", cache_dir="")
+    args = type(
+        "Args",
+        (),
+        dict(from_table="closed", label_column="queue", schema=None, subject_column=None, body_column=None, limit=None),
+    )()
+    rows = list(read_table(settings, args))
+    assert len(rows) == 36 and {r.label for r in rows} == set(QUEUES)
+    args.label_column = "queue; drop table closed"
+    with pytest.raises(ConfigError, match="plain SQL identifier"):
+        list(read_table(settings, args))
+
+
+def test_eval_scores_the_development_set_by_cross_validation():
+    settings = Settings(device="cpu", cache_dir="")
+    report = evaluate(settings, "dev", encoder=StandInEncoder())
+    assert report["protocol"].startswith("5-fold cross-validation") and report["tickets"] == 240
+    assert report["baseline"]["accuracy"] is not None
+    assert set(report["per_language"]) >= {"en", "de", "sv"}
+    held = evaluate(settings, "eval", encoder=StandInEncoder())
+    assert held["protocol"].startswith("held out") and held["tickets"] == 355
