@@ -27,8 +27,9 @@ def load_results(settings: Settings, run_id: str) -> LoadSummary:
         summary = load_staged(rt, run_id, version)
         if settings.retract_deleted:
             summary.retracted = sweep_deleted(rt.engine, rt.source)
-            with writing(rt.engine) as conn:
-                runs.update_run(conn, run_id, retracted=inference_runs.c.retracted + summary.retracted)
+            if summary.retracted:  # a sweep that finds nothing writes nothing
+                with writing(rt.engine) as conn:
+                    runs.update_run(conn, run_id, retracted=inference_runs.c.retracted + summary.retracted)
             log.info("run %s: %d results of tickets deleted from the source removed", run_id, summary.retracted)
         return summary
 

@@ -30,6 +30,7 @@ caller needs (a hash, the model input). Only `by_ids` returns whole texts (a pag
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import logging
 import math
@@ -302,7 +303,7 @@ class Source:
                     f"point {env_name} at a timestamp column, or at a view column that converts it ({fix} AS {name})"
                 )
             if kind == "naive" and self.cols.timezone is None:
-                zone = self._database_zone()
+                zone = self._database_zone
                 if not _is_utc(zone):
                     raise ConfigError(
                         f"{env_name}: column {name} of {self.where} is `timestamp without time zone` and the "
@@ -321,6 +322,7 @@ class Source:
                     )
         self._check_keys(conn)
 
+    @functools.cached_property
     def _database_zone(self) -> str:
         """The time zone a session of this database gets by default (ours sets UTC for itself)."""
         url = self.engine.url
