@@ -182,6 +182,8 @@ def _counts(run: sa.Row, states: list[dict]) -> dict:
         "by_reason": [e for e in states if e["reason"] is not None],
         # what finish_run recorded (zero until it ran)
         "recorded": {"backlog": run.backlog, "succeeded": run.succeeded, "failed": run.failed, "skipped": run.skipped},
+        # the source: extra rows of one ticket ID dropped by plan; results of deleted tickets removed by load
+        "source": {"duplicate_rows": run.source_duplicates, "retracted": run.retracted},
     }
 
 

@@ -84,6 +84,11 @@ def _counts(r) -> Section:
         s.tables.append(
             (["state", "reason", "tickets"], [[e["state"], e["reason"], _int(e["tickets"])] for e in c["by_reason"]])
         )
+    source = c.get("source") or {}
+    if source.get("duplicate_rows"):
+        s.lines.append(("duplicate source rows dropped (newest kept)", _int(source["duplicate_rows"])))
+    if source.get("retracted"):
+        s.lines.append(("results of deleted tickets removed", _int(source["retracted"])))
     return s
 
 

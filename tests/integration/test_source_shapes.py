@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 import threading
 import zoneinfo
 
@@ -69,6 +70,13 @@ def final_states(engine, run_id) -> dict[str, int]:
     return out
 
 
+def report_text(engine, run_id: str) -> str:
+    from inference.report.compute import build
+    from inference.report.formats import render
+
+    return render(build(engine, run_id), "text")
+
+
 # --- duplicate IDs ---------------------------------------------------------------------------------------------
 
 
@@ -93,6 +101,7 @@ def test_a_view_over_a_join_with_duplicate_ids_is_planned_once_per_ticket(db_eng
     assert (summary["status"], summary["backlog"], summary["succeeded"]) == ("succeeded", 3, 3)
     assert summary["source_duplicates"] == 3  # 6 rows for 3 tickets
     assert sorted(s.results(db_engine)) == ["1", "2", "3"]
+    assert re.search(r"duplicate source rows dropped \(newest kept\) +3\n", report_text(db_engine, "run-1"))
     again = s.run(settings, "run-2", W)  # every rerun of the window goes through, and finds nothing to do
     assert (again["status"], again["backlog"], again["source_duplicates"]) == ("succeeded", 0, 3)
     named = s.run(settings, "run-3", W, RunOptions(ticket_ids=("1", "2")))
@@ -540,6 +549,7 @@ def test_results_of_deleted_tickets_are_retracted_by_the_next_run(db_engine, sha
 
     assert (summary["status"], summary["backlog"], summary["retracted"]) == ("succeeded", 0, 2)
     assert sorted(s.results(db_engine), key=int) == ["1", "3", "4", "6", "7"]
+    assert re.search(r"results of deleted tickets removed +2\n", report_text(db_engine, "run-2"))
 
     archive = dataclasses.replace(settings, retract_deleted=False)  # a source that archives (deletes) tickets
     with writing(db_engine) as conn:
