@@ -248,9 +248,27 @@ def build_banking77(csv_path: str, out: Path = BANKING77) -> int:
     return n
 
 
+def write_demo(out: Path) -> int:
+    """The demo tickets with the category the generator drew (for `python -m inference eval --set FILE`)."""
+    demo = demo_set()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as w:
+        for i, s, b, y, lang in zip(demo.ids, demo.subjects, demo.bodies, demo.labels, demo.langs, strict=True):
+            w.write(json.dumps({"id": i, "subject": s, "body": b, "label": LABELS[y], "lang": lang}) + "\n")
+    return len(demo)
+
+
 if __name__ == "__main__":
     import argparse
 
-    p = argparse.ArgumentParser(description="build /tmp/banking77/banking77_mapped.jsonl from BANKING77's test.csv")
-    p.add_argument("csv")
-    print(build_banking77(p.parse_args().csv), "rows written to", BANKING77)
+    p = argparse.ArgumentParser(
+        description="build /tmp/banking77/banking77_mapped.jsonl from BANKING77's test.csv, "
+        "or (--demo PATH) write the demo tickets with their generator labels"
+    )
+    p.add_argument("csv", nargs="?")
+    p.add_argument("--demo", type=Path, help="write the labelled demo set here (e.g. /tmp/demo_labelled.jsonl)")
+    args = p.parse_args()
+    if args.demo:
+        print(write_demo(args.demo), "rows written to", args.demo)
+    if args.csv:
+        print(build_banking77(args.csv), "rows written to", BANKING77)
