@@ -1,0 +1,63 @@
+"""`python -m inference fit-categories` and `eval` with the real model, as a help desk would run them: a JSON
+Lines file of its own queues in, a head file out with its held-out accuracy; the head is then what `eval`
+(and the pipeline) use through INFERENCE_CATEGORY_HEAD."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inference.cli import main
+
+QUEUES = {
+    "payments": ["I was charged twice for my order", "Please refund the duplicate payment", "My card payment failed"],
+    "deliveries": ["My parcel never arrived", "The tracking number shows no updates", "The box arrived damaged"],
+    "logins": ["I cannot log in to my account", "The password reset email never comes", "My 2FA code is rejected"],
+}
+
+
+@pytest.mark.slow
+def test_fit_then_eval_through_the_cli(tmp_path, monkeypatch, capsys):
+    rows = [
+        {"id": f"{q}-{k}", "subject": f"ticket {k}", "body": f"{phrases[k % 3]}, order {1000 + k}.", "queue": q}
+        for q, phrases in QUEUES.items()
+        for k in range(10)
+    ]
+    history = tmp_path / "history.jsonl"
+    history.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    head = tmp_path / "models" / "head.npz"
+    monkeypatch.setenv("INFERENCE_DEVICE", "cpu")
+    monkeypatch.setenv("INFERENCE_CACHE_DIR", str(tmp_path / "cache"))
+
+    assert (
+        main(["fit-categories", "--from", str(history), "--label-column", "queue", "--out", str(head), "--json"]) == 0
+    )
+    fitted = json.loads(capsys.readouterr().out)
+    assert fitted["labels"] == sorted(QUEUES) and fitted["written"] == str(head.resolve())
+    assert fitted["held_out"]["protocol"] == "5-fold cross-validation" and fitted["held_out"]["accuracy"] >= 0.9
+    assert head.is_file()
+
+    new = tmp_path / "new.jsonl"
+    new.write_text(
+        "\n".join(
+            json.dumps({"id": str(k), "subject": "", "body": body, "label": label})
+            for k, (body, label) in enumerate(
+                [
+                    ("Hello, I see two identical charges on my statement, please refund one.", "payments"),
+                    ("Where is my package? It should have arrived last week.", "deliveries"),
+                    ("I am locked out of my account after resetting my password.", "logins"),
+                ]
+            )
+        )
+        + "\n"
+    )
+    monkeypatch.setenv("INFERENCE_CATEGORY_HEAD", str(head))
+    assert main(["eval", "--set", str(new), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["head"] == str(head) and report["tickets"] == 3 and report["accuracy"] == 1.0
+    assert report["baseline"] is None  # queues, not taxonomy labels: no description baseline
+
+    monkeypatch.setenv("INFERENCE_CATEGORY_HEAD", str(tmp_path / "missing.npz"))
+    assert main(["eval", "--set", str(new)]) == 2  # a configuration error, named
+    assert "fit-categories" in capsys.readouterr().err
