@@ -3,8 +3,8 @@ longer in the source are removed.
 
 Keyset-paged over ticket_results (IN_PAGE IDs at a time, by ticket_id): each page's IDs are looked up in the
 source by key, reading IDs only (an index lookup for a keyed source), and the missing ones are deleted in one
-short transaction per page, after looking them up once more inside it (a ticket re-created meanwhile keeps its
-result). Run by every load_results unless INFERENCE_RETRACT_DELETED=false (sources that delete tickets they
+short transaction per IN_PAGE of them, after looking them up once more inside it (a ticket re-created meanwhile
+keeps its result). Run by every load_results unless INFERENCE_RETRACT_DELETED=false (sources that delete tickets they
 archive, whose results you keep).
 """
 
@@ -19,16 +19,18 @@ from inference.store.source import Source
 
 def sweep_deleted(engine: sa.Engine, source: Source, page: int = IN_PAGE) -> int:
     """Removes the results of tickets the source no longer holds; returns how many were removed."""
-    retracted, after = 0, ""
-    while True:
-        with engine.connect() as conn:
-            ids = result_ids_after(conn, after, page)
+    retracted, after, gone = 0, "", []
+    with engine.connect() as read:
+        while True:
+            ids = result_ids_after(read, after, page)
+            present = source.existing(read, ids) if ids else set()
+            read.rollback()  # one short read transaction per page (no snapshot held across the sweep)
+            gone += [t for t in ids if t not in present]
+            if gone and (len(gone) >= page or not ids):  # one short write transaction per page of missing tickets
+                with writing(engine) as conn:
+                    present = source.existing(conn, gone)
+                    retracted += retract_results(conn, [t for t in gone if t not in present])
+                gone = []
             if not ids:
                 return retracted
-            present = source.existing(conn, ids)
-        gone = [t for t in ids if t not in present]
-        if gone:
-            with writing(engine) as conn:
-                present = source.existing(conn, gone)
-                retracted += retract_results(conn, [t for t in gone if t not in present])
-        after = ids[-1]
+            after = ids[-1]

@@ -445,7 +445,7 @@ class Source:
         if window is not None:
             rows: Iterable = self._stream(conn, stmt.where(self._window_filter(window)))
         else:
-            found = self._rows_for_keys(conn, keys or (), sa.select(self._key_col, self._id))
+            found = self._rows_for_keys(conn, keys or (), sa.select(self._key_col, self._id), text=False)
             rows = sorted(found, key=lambda r: _sort_key(r[1]))
         out: dict[str, int] = {}
         for row in rows:
@@ -480,20 +480,26 @@ class Source:
         values = [v for k in keys for v in sqlite_values(k)]
         return self._id.in_(sa.bindparam("ids", expanding=True)), {"ids": values}
 
-    def _rows_for_keys(self, conn: sa.Connection, keys: Iterable[str], stmt: sa.Select) -> Iterator[sa.Row]:
-        """The rows of these keys (all of them: duplicates too), a page of keys per statement."""
+    def _rows_for_keys(
+        self, conn: sa.Connection, keys: Iterable[str], stmt: sa.Select, text: bool = True
+    ) -> Iterator[sa.Row]:
+        """The rows of these keys (all of them: duplicates too), a page of keys per statement; rows carrying
+        `text` are streamed a few at a time, ID-only rows fetched at once."""
         for page in in_pages(k for k in keys if id_problem(k) is None):
             wanted = set(page)
-            yield from (r for r in self._page(conn, page, stmt) if self._key_of(r[0]) in wanted)
+            yield from (r for r in self._page(conn, page, stmt, text) if self._key_of(r[0]) in wanted)
 
-    def _page(self, conn: sa.Connection, page: list[str], stmt: sa.Select) -> Iterator[sa.Row]:
+    def _fetch(self, conn: sa.Connection, stmt, params: dict, text: bool) -> Iterator[sa.Row]:
+        return self._stream(conn, stmt, params) if text else iter(conn.execute(stmt, params).all())
+
+    def _page(self, conn: sa.Connection, page: list[str], stmt: sa.Select, text: bool = True) -> Iterator[sa.Row]:
         where, params = self._lookup(page)
         if not self._pg:
-            yield from self._stream(conn, stmt.where(where), params)
+            yield from self._fetch(conn, stmt.where(where), params, text)
             return
         try:  # a key the column's type cannot hold (a named ID like 'abc' for an integer column) fails the cast
             with conn.begin_nested():
-                rows = self._stream(conn, stmt.where(where), params)
+                rows = self._fetch(conn, stmt.where(where), params, text)
                 first = next(rows, None)  # the cast fails here, before any row
                 if first is not None:
                     yield first
@@ -503,7 +509,7 @@ class Source:
             if len(page) == 1:
                 return
         for key in page:
-            yield from self._page(conn, [key], stmt)
+            yield from self._page(conn, [key], stmt, text)
 
     def _winners(self, conn: sa.Connection, keys: Iterable[str], make: Callable[[sa.Row, str], Any]) -> dict[str, Any]:
         """key -> make(row, digest) of the key's newest row (then the highest content hash: deterministic)."""
@@ -540,4 +546,4 @@ class Source:
     def existing(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> set[str]:
         """Which of these keys the source still holds (reads IDs only)."""
         stmt = sa.select(self._key_col)
-        return {self._key_of(r[0]) for r in self._rows_for_keys(conn, ticket_ids, stmt)}
+        return {self._key_of(r[0]) for r in self._rows_for_keys(conn, ticket_ids, stmt, text=False)}
