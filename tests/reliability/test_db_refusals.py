@@ -160,7 +160,7 @@ def small_tmpfs(path, size: str):
 
 def _fill(path) -> None:
     """Writes a filler file until the filesystem refuses (ENOSPC)."""
-    with open(path / "filler", "wb") as fh:
+    with open(path / "filler", "wb", buffering=0) as fh:  # unbuffered: nothing left to flush at close
         try:
             while True:
                 fh.write(b"\0" * 65536)
