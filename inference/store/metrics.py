@@ -165,10 +165,11 @@ def category_totals(conn: sa.Connection, run_ids: Sequence[str]) -> dict[str, di
             for label, n in (row.categories or {}).items():
                 out[row.run_id][label] = out[row.run_id].get(label, 0) + int(n)
         return out
-    stmt = sa.text(
-        f"SELECT c.run_id, kv.key, SUM(CAST(kv.value AS INTEGER)) FROM inference_chunks AS c, {table} AS kv "
-        "WHERE c.run_id IN :ids GROUP BY c.run_id, kv.key"
-    ).bindparams(sa.bindparam("ids", expanding=True))
+    # `table` is one of the two fixed strings above; the run IDs are bound
+    sql = f"SELECT c.run_id, kv.key, SUM(CAST(kv.value AS INTEGER)) FROM inference_chunks AS c, {table} AS kv "  # noqa: S608
+    stmt = sa.text(sql + "WHERE c.run_id IN :ids GROUP BY c.run_id, kv.key").bindparams(
+        sa.bindparam("ids", expanding=True)
+    )
     for run_id, label, n in conn.execute(stmt, {"ids": list(run_ids)}):
         out[run_id][label] = int(n)
     return out
