@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from inference.errors import InferenceError
@@ -78,6 +79,9 @@ class StepTimer:
 
         from inference.store.db import make_engine, writing
 
+        url = sa.make_url(self.db_url)
+        if url.get_backend_name() == "sqlite" and not (url.database and Path(url.database).is_file()):
+            return None  # never create the database file: a step refused at its start checks writes nothing
         try:
             engine = make_engine(self.db_url, poolclass=sa.pool.NullPool)
         except Exception:  # noqa: BLE001 - best effort, see the module doc
