@@ -175,6 +175,7 @@ class InferSummary:
     staged: int = 0
     failed: int = 0
     skipped: int = 0
+    loaded: int = 0  # of the staged, loaded by the task itself (infer_shard(load=True)) and now current
     real_tokens: int = 0
     padded_tokens: int = 0
     seconds: float = 0.0

@@ -13,7 +13,7 @@ from inference.config import Settings
 from inference.errors import ModelChanged
 from inference.heads.summary_batch import needs_encoder
 from inference.options import options_from_record
-from inference.pipeline.load_step import load_staged
+from inference.pipeline.load_step import Loader, load_staged
 from inference.pipeline.overlap import WriteBehind, prefetched
 from inference.pipeline.progress import Progress
 from inference.pipeline.runtime import Runtime, log
@@ -51,24 +51,40 @@ class TaskInfo:
     seq: Iterator[int] = field(default_factory=lambda: itertools.count(1), compare=False)
 
 
-def commit(rt: Runtime, run_id: str, version: str, outcome: ChunkOutcome, task: TaskInfo | None = None) -> ChunkOutcome:
+def commit(
+    rt: Runtime,
+    run_id: str,
+    version: str,
+    outcome: ChunkOutcome,
+    task: TaskInfo | None = None,
+    loader: Loader | None = None,
+) -> tuple[ChunkOutcome, int]:
     """Outputs, skips, failures and metrics of one chunk: all of them or none.
 
     Only items still waiting for the model (planned, or failed and being retried) take this outcome:
     a late second copy of the shard (say, a zombie task) must not undo what another copy settled.
-    Returns the part of the outcome that was applied.
+    With a `loader`, the staged outputs are also loaded in the same transaction (read back locked, validated,
+    upserted, their items settled and unstaged, exactly as load_results would), unless they wait for the
+    Batch API's summaries. Returns the part of the outcome that was applied, and how many of its staged
+    results were loaded and are now current.
     """
     with writing(rt.engine) as conn:
         applied = outcome.only(items.lock_open_items(conn, run_id, outcome.ticket_ids))
         staging.stage(conn, applied.staged)
-        items.set_items(conn, run_id, [r.ticket_id for r in applied.staged], ITEM_STAGED, None)
+        staged_ids = [r.ticket_id for r in applied.staged]
+        loaded = 0
+        if loader is not None and not loader.waiting and staged_ids:
+            page = staging.staged_rows(conn, run_id, staged_ids)
+            loaded = loader.load(conn, page, known=set(staged_ids)).settled
+        else:
+            items.set_items(conn, run_id, staged_ids, ITEM_STAGED, None)
         for reason, group in applied.skipped.items():
             items.set_items(conn, run_id, group, ITEM_SKIPPED, reason)
         failures.record_failures(conn, run_id, version, applied.failures, rt.settings.max_attempts)
         runs.add_run_metrics(conn, run_id, outcome.real_tokens, outcome.padded_tokens, outcome.seconds)
         if task is not None:
             _record_chunk(conn, run_id, task, outcome, applied)
-    return applied
+    return applied, loaded
 
 
 def _record_chunk(conn, run_id: str, task: TaskInfo, outcome: ChunkOutcome, applied: ChunkOutcome) -> None:
@@ -106,7 +122,7 @@ class _Tally:
         self.progress = progress
         self._lock = threading.Lock()
 
-    def add(self, outcome: ChunkOutcome) -> None:
+    def add(self, outcome: ChunkOutcome, loaded: int = 0) -> None:
         with self._lock:
             s = self.summary
             s.staged += len(outcome.staged)
@@ -115,13 +131,20 @@ class _Tally:
             s.real_tokens += outcome.real_tokens
             s.padded_tokens += outcome.padded_tokens
             s.seconds += outcome.seconds
+            s.loaded += loaded
         if self.progress is not None:
             tickets = len(outcome.ticket_ids)
             self.progress.chunk(tickets, len(outcome.failures), outcome.real_tokens, outcome.padded_tokens)
 
 
 def process(
-    rt: Runtime, predictor: Predictor, run_id: str, ticket_ids: list[str], tally: _Tally, task: TaskInfo | None = None
+    rt: Runtime,
+    predictor: Predictor,
+    run_id: str,
+    ticket_ids: list[str],
+    tally: _Tally,
+    task: TaskInfo | None = None,
+    loader: Loader | None = None,
 ) -> None:
     """Claim (committed), read the current text, run the model, commit the outcome."""
     with writing(rt.engine) as conn:
@@ -129,7 +152,7 @@ def process(
     with rt.engine.connect() as conn:
         current = rt.source.model_inputs(conn, ticket_ids, predictor.input_text)
     outcome = predictor.compute(run_id, ticket_ids, current)
-    tally.add(commit(rt, run_id, predictor.version, outcome, task))
+    tally.add(*commit(rt, run_id, predictor.version, outcome, task, loader))
 
 
 def _crashed_too_often(
@@ -139,7 +162,7 @@ def _crashed_too_often(
         ticket = rt.source.versions(conn, [ticket_id]).get(ticket_id)
     digest = ticket.content_hash if ticket else "0" * 64
     failure = Failure(ticket_id, digest, FailureKind.PROCESS_CRASH)
-    tally.add(commit(rt, run_id, version, ChunkOutcome(failures=[failure]), task))
+    tally.add(*commit(rt, run_id, version, ChunkOutcome(failures=[failure]), task))
 
 
 def _start_line(rt: Runtime, predictor: Predictor, run_id: str, where: str, total: int, done: int) -> None:
@@ -180,10 +203,15 @@ def _pages(
 
 
 @timed_step("infer_shard", shard_arg=2)
-def infer_shard(settings: Settings, run_id: str, shard: int, predictor: Predictor | None = None) -> InferSummary:
+def infer_shard(
+    settings: Settings, run_id: str, shard: int, predictor: Predictor | None = None, *, load: bool = False
+) -> InferSummary:
     """Works through the shard's still-planned items in ticket_id order, one committed chunk at a time.
 
     Reading and tokenizing the next chunk, and writing the previous one, overlap with the model.
+    `load` (the DAG and the CLI): each chunk's results are loaded as it commits (see `commit`), so they are
+    visible while other shards still run and load_results finds little left; without it they wait in
+    staging for load_results.
     A rerun (after a kill, or a second copy running at once) only sees what is still planned.
     Items a dead process had taken to the model are redone one at a time, so an item that kills the
     process is isolated; after INFERENCE_MAX_ATTEMPTS such deaths it is dead-lettered unseen.
@@ -197,14 +225,15 @@ def infer_shard(settings: Settings, run_id: str, shard: int, predictor: Predicto
         _start_line(rt, predictor, run_id, f"infer_shard shard {shard}", total, done)
         task = TaskInfo("infer_shard", shard, utcnow())
         tally = _Tally(InferSummary(run_id, shard), Progress(run_id, "infer_shard", shard, total, done))
-        writer = WriteBehind(lambda outcome: tally.add(commit(rt, run_id, predictor.version, outcome, task)))
+        loader = Loader(rt, run_id, predictor.version) if load else None
+        writer = WriteBehind(lambda outcome: tally.add(*commit(rt, run_id, predictor.version, outcome, task, loader)))
         try:
             for page, prepared in prefetched(_pages(rt, predictor, run_id, shard)):
                 for ticket_id, attempts in page:
                     if attempts >= settings.max_attempts:
                         _crashed_too_often(rt, run_id, predictor.version, ticket_id, tally, task)
                     elif attempts > 0:
-                        process(rt, predictor, run_id, [ticket_id], tally, task)
+                        process(rt, predictor, run_id, [ticket_id], tally, task, loader)
                 if prepared.ticket_ids:
                     with writing(rt.engine) as conn:
                         items.claim(conn, run_id, prepared.ticket_ids)
@@ -213,10 +242,11 @@ def infer_shard(settings: Settings, run_id: str, shard: int, predictor: Predicto
             writer.close()
         s = tally.summary
         log.info(
-            "run %s shard %d: %d staged, %d failed, %d skipped, %d tokens in %.1fs",
+            "run %s shard %d: %d staged (%d of them loaded), %d failed, %d skipped, %d tokens in %.1fs",
             run_id,
             shard,
             s.staged,
+            s.loaded,
             s.failed,
             s.skipped,
             s.real_tokens,

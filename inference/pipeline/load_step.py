@@ -3,6 +3,9 @@ retraction sweep (results of tickets deleted from the source)."""
 
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import dataclass, field
+
 import sqlalchemy as sa
 
 from inference.config import Settings
@@ -11,11 +14,17 @@ from inference.modelinfo import model_id
 from inference.pipeline.runtime import Runtime, log
 from inference.pipeline.steptimes import timed_step
 from inference.records import Failure, FailureKind, LoadSummary, SkipReason, SourceVersion, StagedResult
-from inference.store import failures, items, runs, staging
+from inference.store import bulk, failures, items, runs, staging
 from inference.store.db import utcnow, writing
-from inference.store.results import current_model_version, replace_if_unchanged, stored_rows, upsert_results
+from inference.store.results import (
+    current_model_version,
+    replace_if_unchanged,
+    stored_rows,
+    upsert_results,
+    upsert_staged,
+)
 from inference.store.retraction import sweep_deleted
-from inference.store.schema import ITEM_SKIPPED, ITEM_SUCCEEDED, inference_runs
+from inference.store.schema import ITEM_SKIPPED, ITEM_SUCCEEDED, inference_runs, inference_staging
 from inference.validate import output_checker
 
 
@@ -46,82 +55,136 @@ def load_staged(rt: Runtime, run_id: str, version: str) -> LoadSummary:
     never replaced by another version's: the item is skipped `model_outdated`. A staged row with no item in
     the run is never written (finish_run's reconciliation fails on it).
     """
-    settings = rt.settings
-    check, mid = output_checker(settings), model_id(settings.model_dir)
-    waiting = waiting_columns(settings)  # filled in later by the Batch API step: such rows stay staged
+    loader = Loader(rt, run_id, version)
     totals = LoadSummary(run_id)
+    bulk.analyze(rt.engine, inference_staging)  # it may have grown by millions of rows since it was last analyzed
     after = ""
     while True:
         with rt.engine.connect() as conn:
-            page = staging.staged_page(conn, run_id, after, settings.chunk_size)
-        if not page:
+            ids = staging.staged_ids(conn, run_id, after, rt.settings.chunk_size)
+        if not ids:
             break
-        after = page[-1].ticket_id
-        page = [r for r in page if all(r.outputs.get(c) is not None for c in waiting)]
+        after = ids[-1]
+        if rt.engine.dialect.name == "postgresql":  # one transaction per page: read locked, judged, written
+            with writing(rt.engine) as conn:
+                totals.add(loader.load(conn, staging.staged_rows(conn, run_id, ids)))
+        else:  # SQLite: judged before the write lock is taken (a concurrent run may write meanwhile)
+            with rt.engine.connect() as conn:
+                judged = loader.judge(conn, staging.staged_rows(conn, run_id, ids))
+            with writing(rt.engine) as conn:
+                totals.add(loader.write(conn, judged))
+    loader.log(totals)
+    return totals
+
+
+@dataclass
+class Judged:
+    """A page of staged results sorted out against the source and the checks, not yet written."""
+
+    ids: list[str] = field(default_factory=list)
+    valid: list[dict] = field(default_factory=list)  # result rows to write
+    invalid: list[Failure] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    now: dt.datetime | None = None  # the written rows' created_at / updated_at
+
+
+class Loader:
+    """Validates staged results and writes them, settling their items, inside the caller's transaction, which
+    read them (locked): load_results page by page, and infer_shard chunk by chunk as it commits them (so a
+    shard's results are visible while other shards still run)."""
+
+    def __init__(self, rt: Runtime, run_id: str, version: str):
+        self.rt, self.run_id, self.version = rt, run_id, version
+        self.check, self.model_id = output_checker(rt.settings), model_id(rt.settings.model_dir)
+        self.waiting = waiting_columns(rt.settings)  # filled in later by the Batch API step: such rows stay staged
+
+    def load(self, conn: sa.Connection, page: list[StagedResult], known: set[str] | None = None) -> LoadSummary:
+        """Writes the complete rows of `page` (those not waiting for a Batch API summary), gives each of their
+        items its final state and unstages them; returns the counts. `known`: these tickets are known to have
+        an item in the run (the caller holds their locks), so that is not looked up again."""
+        return self.write(conn, self.judge(conn, page, known))
+
+    def judge(self, conn: sa.Connection, page: list[StagedResult], known: set[str] | None = None) -> Judged:
+        """The page against the source's current text (read now), the run's items and the output checks."""
+        run_id, version = self.run_id, self.version
+        page = [r for r in page if all(r.outputs.get(c) is not None for c in self.waiting)]
+        out = Judged(ids=[r.ticket_id for r in page])
         if not page:
-            continue
-        ids = [r.ticket_id for r in page]
-        with rt.engine.connect() as conn:
-            latest = rt.source.versions(conn, ids)
-            known = items.item_ids(conn, run_id, ids)
-        now, valid, invalid, deleted, orphans = utcnow(), [], [], [], []
+            return out
+        latest = self.rt.source.versions(conn, out.ids)
+        if known is None:
+            known = items.item_ids(conn, run_id, out.ids)
+        out.now = now = utcnow()
         for staged in page:
             current = latest.get(staged.ticket_id)
             if staged.ticket_id not in known:
-                orphans.append(staged.ticket_id)
+                out.orphans.append(staged.ticket_id)
             elif current is None:
-                deleted.append(staged.ticket_id)
+                out.deleted.append(staged.ticket_id)
             elif current.content_hash != staged.content_hash:  # edited after infer read it
-                invalid.append(Failure(staged.ticket_id, staged.content_hash, FailureKind.STALE_INPUT))
-            elif reason := check(staged.to_row()) or (
+                out.invalid.append(Failure(staged.ticket_id, staged.content_hash, FailureKind.STALE_INPUT))
+            elif reason := self.check(staged.to_row()) or (
                 "staged by another model version" if staged.model_version != version else None
             ):
-                invalid.append(Failure(staged.ticket_id, staged.content_hash, FailureKind.INVALID_OUTPUT, reason))
+                out.invalid.append(Failure(staged.ticket_id, staged.content_hash, FailureKind.INVALID_OUTPUT, reason))
             else:
-                valid.append(_result_row(staged, current, mid, now))
-        with writing(rt.engine) as conn:
-            now_current = current_model_version(conn)
+                out.valid.append(_result_row(staged, current, self.model_id, now))
+        return out
+
+    def write(self, conn: sa.Connection, judged: Judged) -> LoadSummary:
+        """Upserts the valid rows, settles every judged item and unstages the page, in the caller's transaction."""
+        run_id, version = self.run_id, self.version
+        if not judged.ids:
+            return LoadSummary(run_id)
+        valid = judged.valid
+        now_current = current_model_version(conn)
+        if conn.dialect.name == "postgresql":  # straight from the locked staged rows: no second copy of the outputs
+            at = {r["ticket_id"]: r["source_updated_at"] for r in valid}
+            written = upsert_staged(conn, run_id, at, self.model_id, judged.now, now_current)
+        else:
             written = upsert_results(conn, valid, now_current)
-            refused = [r for r in valid if r["ticket_id"] not in written]
-            settled = _settle_refused(rt, conn, refused, version, now_current)
-            done = [*written, *settled.written, *settled.unchanged]
-            items.set_items(conn, run_id, done, ITEM_SUCCEEDED, None)
-            items.set_items(conn, run_id, settled.superseded, ITEM_SKIPPED, SkipReason.SUPERSEDED)
-            items.set_items(conn, run_id, settled.outdated, ITEM_SKIPPED, SkipReason.MODEL_OUTDATED)
-            items.set_items(conn, run_id, [*deleted, *settled.deleted], ITEM_SKIPPED, SkipReason.DELETED)
-            failures.resolve_failures(conn, done)
-            failures.record_failures(conn, run_id, version, [*invalid, *settled.stale], settings.max_attempts)
-            staging.unstage(conn, run_id, [t for t in ids if t not in set(orphans)])
-        totals.add(
-            LoadSummary(
-                run_id,
-                written=len(written) + len(settled.written),
-                unchanged=len(settled.unchanged),
-                superseded=len(settled.superseded),
-                invalid=len(invalid) + len(settled.stale),
-                deleted=len(deleted) + len(settled.deleted),
-                outdated=len(settled.outdated),
-                orphaned=len(orphans),
-            )
-        )
-    if totals.orphaned:
-        log.error(
-            "run %s load: %d staged results have no run item in this run: not written (finish_run fails the run)",
+        refused = [r for r in valid if r["ticket_id"] not in written]
+        settled = _settle_refused(self.rt, conn, refused, version, now_current)
+        done = [*written, *settled.written, *settled.unchanged]
+        items.set_items(conn, run_id, done, ITEM_SUCCEEDED, None)
+        items.set_items(conn, run_id, settled.superseded, ITEM_SKIPPED, SkipReason.SUPERSEDED)
+        items.set_items(conn, run_id, settled.outdated, ITEM_SKIPPED, SkipReason.MODEL_OUTDATED)
+        items.set_items(conn, run_id, [*judged.deleted, *settled.deleted], ITEM_SKIPPED, SkipReason.DELETED)
+        failures.resolve_failures(conn, done)
+        rejected = [*judged.invalid, *settled.stale]
+        failures.record_failures(conn, run_id, version, rejected, self.rt.settings.max_attempts)
+        orphans = set(judged.orphans)
+        staging.unstage(conn, run_id, [t for t in judged.ids if t not in orphans])
+        return LoadSummary(
             run_id,
-            totals.orphaned,
+            written=len(written) + len(settled.written),
+            unchanged=len(settled.unchanged),
+            superseded=len(settled.superseded),
+            invalid=len(judged.invalid) + len(settled.stale),
+            deleted=len(judged.deleted) + len(settled.deleted),
+            outdated=len(settled.outdated),
+            orphaned=len(orphans),
         )
-    log.info(
-        "run %s load: %d written, %d already current, %d superseded by newer results, %d kept for the current "
-        "model version, %d invalid or stale, %d deleted",
-        run_id,
-        totals.written,
-        totals.unchanged,
-        totals.superseded,
-        totals.outdated,
-        totals.invalid,
-        totals.deleted,
-    )
-    return totals
+
+    def log(self, totals: LoadSummary) -> None:
+        if totals.orphaned:
+            log.error(
+                "run %s load: %d staged results have no run item in this run: not written (finish_run fails the run)",
+                self.run_id,
+                totals.orphaned,
+            )
+        log.info(
+            "run %s load: %d written, %d already current, %d superseded by newer results, %d kept for the current "
+            "model version, %d invalid or stale, %d deleted",
+            self.run_id,
+            totals.written,
+            totals.unchanged,
+            totals.superseded,
+            totals.outdated,
+            totals.invalid,
+            totals.deleted,
+        )
 
 
 def _result_row(staged: StagedResult, current: SourceVersion, mid: str, now) -> dict:

@@ -8,17 +8,17 @@ from inference.config import Settings
 from inference.options import RunOptions
 from inference.pipeline.runtime import Runtime, log
 from inference.pipeline.steptimes import timed_step
-from inference.plan import Candidate, Deduplicated, needs_work, shard_count, split_shards
-from inference.records import Failure, FailureKind, ShardSpec, SkipReason
-from inference.store import failures, items, runs
+from inference.plan import Candidate, needs_work, shard_count
+from inference.records import Failure, FailureKind, ShardSpec
+from inference.store import bulk, failures, planning, runs
 from inference.store.db import writing
 from inference.store.results import current_versions, retract_results
-from inference.store.schema import ITEM_FAILED, ITEM_PLANNED, ITEM_SKIPPED
+from inference.store.schema import inference_run_items
 from inference.store.source import SourceRow
 from inference.textprep import tokens_for_chars
 from inference.window import Window
 
-PAGE = 1000
+PAGE = 5000  # source rows judged per lookup of their stored results
 
 
 @timed_step("plan_run")
@@ -30,51 +30,59 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
 
     The source is checked first (`Source.check`, through `Runtime.source`): a shape that cannot be read by
     instant and by key is refused with a ConfigError naming the column and the fix, before anything is
-    written. Then the whole backlog is read (IDs, hashes and token estimates, never text) before the plan is.
+    written. Then the whole backlog is read (IDs, hashes and token estimates, never text) into temporary
+    tables and planned there (inference.store.planning), in one transaction: memory stays flat whatever the
+    backlog's size.
     """
     options = options or RunOptions()
     window = options.window(window)
     with Runtime(settings, create=True) as rt:  # checks the source (Runtime.source) before creating our tables
         version = rt.model_version
-        rows = Deduplicated()
-        candidates = list(_candidates(rt, window, version, options, rows))
+        position = None
         if options.limit is not None:  # the lowest IDs in the source's own order (numbers numerically)
             with rt.engine.connect() as conn:
                 if options.ticket_ids is None:
                     position = rt.source.order(conn, window=window)
                 else:
                     position = rt.source.order(conn, keys=options.ticket_ids)
-            last = len(position)
-            candidates.sort(key=lambda c: position.get(c.ticket_id, last))
-            candidates = candidates[: options.limit]
-        work = [c for c in candidates if not c.empty and c.id_problem is None]
-        n_shards = shard_count(
-            sum(c.est_tokens for c in work), settings.shard_tokens, settings.max_shards, len(work), options.shards
-        )
-        shards = split_shards([(c.ticket_id, c.est_tokens) for c in work], n_shards)
-        shard_of = {tid: k for k, ids in enumerate(shards) for tid in ids}
-        tokens = {c.ticket_id: c.est_tokens for c in work}
-        unsupported = [
-            Failure(c.ticket_id, c.content_hash, FailureKind.UNSUPPORTED_ID) for c in candidates if c.id_problem
-        ]
         with writing(rt.engine) as conn:
             runs.start_run(conn, run_id, window, version, options.as_dict())
+            planning.open_tables(conn)
+            with rt.engine.connect() as read:
+                found = planning.add_source_rows(conn, _read_source(rt, read, window, options))
+            duplicates = planning.keep_newest(conn)
+            _judge_all(rt, conn, version, options, position)
+            counts = planning.counts(conn, options.limit)
+            n_shards = shard_count(
+                counts.work_tokens, settings.shard_tokens, settings.max_shards, counts.work, options.shards
+            )
+            sizes: list[tuple[int, int, int]] = []
             if not options.dry_run:
-                for k in range(0, len(candidates), items.ITEM_INSERT_PAGE):
-                    items.add_items(
-                        conn, [_item(run_id, c, shard_of) for c in candidates[k : k + items.ITEM_INSERT_PAGE]]
-                    )
+                planning.write_items(conn, run_id, options.limit, n_shards, counts.work_tokens)
+                sizes = planning.shard_sizes(conn, run_id)
+                unsupported = [
+                    Failure(t, digest, FailureKind.UNSUPPORTED_ID)
+                    for t, digest in planning.unsupported(conn, options.limit)
+                ]
                 failures.record_failures(conn, run_id, version, unsupported, settings.max_attempts)
                 # A ticket emptied since its result: that result describes text that no longer exists.
-                retract_results(conn, [c.ticket_id for c in candidates if c.empty and c.has_result])
+                retract_results(conn, planning.emptied(conn, options.limit))
             status = "dry_run" if options.dry_run else "running"
             runs.update_run(
                 conn,
                 run_id,
-                backlog=len(candidates),
-                shards=len(shards),
+                backlog=counts.backlog,
+                shards=n_shards if options.dry_run else len(sizes),
                 status=status,
-                source_duplicates=rows.duplicates,
+                source_duplicates=duplicates,
+            )
+        if not options.dry_run:
+            bulk.analyze(rt.engine, inference_run_items)  # the shards page through these items next
+        if options.ticket_ids is not None and found - duplicates < len(set(options.ticket_ids)):
+            log.warning(
+                "%d of %d requested ticket IDs do not exist",
+                len(set(options.ticket_ids)) - (found - duplicates),
+                len(options.ticket_ids),
             )
         log.info(
             "planned %srun %s window %s: %d tickets (%d to infer, %d empty, %d with an unsupported ID) in %d shards, "
@@ -82,69 +90,37 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
             "dry " if options.dry_run else "",
             run_id,
             window,
-            len(candidates),
-            len(work),
-            sum(1 for c in candidates if c.empty and c.id_problem is None),
-            len(unsupported),
-            len(shards),
+            counts.backlog,
+            counts.work,
+            counts.empty,
+            counts.unsupported,
+            n_shards if options.dry_run else len(sizes),
             version,
-            rows.duplicates,
+            duplicates,
         )
         if options.dry_run:
             return []
-        return [ShardSpec(run_id, k, len(ids), sum(tokens[t] for t in ids)) for k, ids in enumerate(shards)]
+        return [ShardSpec(run_id, k, n, tokens) for k, n, tokens in sizes]
 
 
-def _item(run_id: str, c: Candidate, shard_of: dict[str, int]) -> dict:
-    if c.id_problem:
-        status, reason, shard = ITEM_FAILED, str(FailureKind.UNSUPPORTED_ID), -1
-    elif c.empty:
-        status, reason, shard = ITEM_SKIPPED, str(SkipReason.EMPTY_INPUT), -1
-    else:
-        status, reason, shard = ITEM_PLANNED, None, shard_of[c.ticket_id]
-    return dict(
-        run_id=run_id,
-        ticket_id=c.ticket_id,
-        shard=shard,
-        est_tokens=c.est_tokens,
-        content_hash=c.content_hash,
-        status=status,
-        reason=reason,
-        attempts=0,
-    )
-
-
-def _read_source(rt: Runtime, read, window: Window, options: RunOptions, rows: Deduplicated) -> None:
-    """Every source row of the window (or of the named tickets), one per ticket ID: the newest wins."""
+def _read_source(rt: Runtime, read, window: Window, options: RunOptions) -> Iterator[SourceRow]:
+    """Every source row of the window (or of the named tickets), duplicates included."""
     if options.ticket_ids is None:
-        for row in rt.source.scan_window(read, window):
-            rows.add(row)
-        return
-    for row in rt.source.scan_ids(read, options.ticket_ids):
-        rows.add(row)
-    if len(rows) < len(set(options.ticket_ids)):
-        log.warning(
-            "%d of %d requested ticket IDs do not exist",
-            len(set(options.ticket_ids)) - len(rows),
-            len(options.ticket_ids),
-        )
+        yield from rt.source.scan_window(read, window)
+    else:
+        yield from rt.source.scan_ids(read, options.ticket_ids)
 
 
-def _candidates(
-    rt: Runtime, window: Window, version: str, options: RunOptions, rows: Deduplicated
-) -> Iterator[Candidate]:
+def _judge_all(rt: Runtime, conn, version: str, options: RunOptions, position: dict[str, int] | None) -> None:
     """Named tickets are always recomputed (that is why they were named); a window only where needed."""
     max_len = rt.settings.max_seq_length
     force = options.reprocess or options.ticket_ids is not None
-    with rt.engine.connect() as read, rt.engine.connect() as lookup:
-        _read_source(rt, read, window, options, rows)
-        dead = failures.dead_letters(lookup, version)
-        ordered = rows.rows()
-        for k in range(0, len(ordered), PAGE):
-            yield from _judge(lookup, ordered[k : k + PAGE], version, dead, force, max_len)
+    dead = failures.dead_letters(conn, version)
+    for page in planning.row_pages(conn, PAGE):
+        planning.add_candidates(conn, list(_judge(conn, page, version, dead, force, max_len)), position)
 
 
-def _judge(lookup, page: list[SourceRow], version, dead, reprocess, max_len) -> Iterator[Candidate]:
+def _judge(lookup, page: list[planning.Row], version, dead, reprocess, max_len) -> Iterator[Candidate]:
     stored = current_versions(lookup, [t.ticket_id for t in page if t.id_problem is None])
     for t in page:
         if needs_work(t.content_hash, stored.get(t.ticket_id), version, dead.get(t.ticket_id), reprocess):

@@ -41,7 +41,7 @@ def run_window(
 
             predictor = load_predictor(settings, model_version(settings))
         for shard in shards:
-            infer_shard(settings, run_id, shard.shard, predictor=predictor)
+            infer_shard(settings, run_id, shard.shard, predictor=predictor, load=True)
         if shards:
             _summarize(settings, run_id, batch_client)
         load_results(settings, run_id)

@@ -131,21 +131,45 @@ def copy_into_temp(conn: sa.Connection, table: sa.Table, rows: Sequence[dict]) -
         f'CREATE TEMPORARY TABLE IF NOT EXISTS "{twin.name}" '
         f'(LIKE "{table.name}" INCLUDING DEFAULTS) ON COMMIT DELETE ROWS'
     )
+    copy_rows(conn, table, rows, into=twin.name)
+    return twin
+
+
+def copy_rows(conn: sa.Connection, table: sa.Table, rows: Sequence[dict], into: str | None = None) -> None:
+    """COPY the rows (every column of `table`) into `table` itself, or into the same-shaped table `into`."""
     columns = list(table.columns)
     names = ", ".join(f'"{c.name}"' for c in columns)
+    target = into or table.name
     payload = _binary_payload(columns, _pg_types(conn, table), rows)
     if payload is not None:
-        sql = f'COPY "{twin.name}" ({names}) FROM STDIN WITH (FORMAT binary)'
+        sql = f'COPY "{target}" ({names}) FROM STDIN WITH (FORMAT binary)'
     else:
         formats = [(c.name, _formatter(c)) for c in columns]
         payload = io.StringIO()
         payload.writelines("\t".join([fmt(row.get(name)) for name, fmt in formats]) + "\n" for row in rows)
         payload.seek(0)
-        sql = f'COPY "{twin.name}" ({names}) FROM STDIN'
+        sql = f'COPY "{target}" ({names}) FROM STDIN'
     cursor = conn.connection.dbapi_connection.cursor()
     try:
         with scrubbed_driver_call():  # the server's CONTEXT line of a refused COPY quotes the row
             cursor.copy_expert(sql, payload)
     finally:
         cursor.close()
-    return twin
+
+
+def analyze(engine: sa.Engine, table: sa.Table) -> None:
+    """Fresh planner statistics for `table` after a bulk change (PostgreSQL; a role that does not own the table
+    gets a warning, not an error). A table that grew by a million rows since it was last analyzed is otherwise
+    read with plans made for a small one (a bitmap scan of the whole table for each page), and autovacuum may be
+    off or behind: a night cannot wait for it. On a connection of its own (autocommit, outside the pool), so
+    the pooled connections' transactions are the same with or without it."""
+    if engine.dialect.name != "postgresql":
+        return
+    from inference.store.db import make_engine
+
+    own = make_engine(engine.url.render_as_string(hide_password=False), poolclass=sa.pool.NullPool)
+    try:
+        with own.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql(f'ANALYZE "{table.name}"')
+    finally:
+        own.dispose()

@@ -16,13 +16,15 @@ a compare-and-swap on the stored row, so a stale result never stays because of a
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from inference.store.bulk import copy_into_temp
 from inference.store.db import in_pages, insert_for
-from inference.store.schema import inference_runs, ticket_results
+from inference.store.schema import inference_runs, inference_staging, ticket_results
 
 # Every column but the key and the first-written time: a newer result replaces all of the old one.
 UPDATED_ON_CONFLICT = tuple(c.name for c in ticket_results.columns if c.name not in ("ticket_id", "created_at"))
@@ -67,6 +69,53 @@ def upsert_results(conn: sa.Connection, rows: Iterable[dict], current_version: s
         twin = copy_into_temp(conn, ticket_results, rows)
         columns = [c.name for c in ticket_results.columns]
         stmt = stmt.from_select(columns, sa.select(*[twin.c[n] for n in columns]).order_by(twin.c.ticket_id))
+    stmt = _guarded(stmt, current_version)
+    if conn.dialect.name == "postgresql":
+        return {r[0] for r in conn.execute(stmt)}
+    return {r[0] for r in conn.execute(stmt, rows)}
+
+
+def upsert_staged(
+    conn: sa.Connection,
+    run_id: str,
+    versions: Mapping[str, dt.datetime],
+    model_id: str,
+    now: dt.datetime,
+    current_version: str | None = None,
+) -> set[str]:
+    """PostgreSQL: upsert_results for the run's staged rows of these tickets, straight from inference_staging
+    (INSERT .. SELECT: the outputs are not read back into Python and sent again), each with the source version
+    time given (the ticket's current one). The caller has read and validated these staged rows in this
+    transaction, with their row locks held, so what is written is what was validated. Same guard, same answer."""
+    if not versions:
+        return set()
+    st = inference_staging.c
+    ids = sorted(versions)
+    given = sa.select(
+        sa.func.unnest(sa.bindparam("ids", ids, type_=postgresql.ARRAY(sa.Text))).label("ticket_id"),
+        sa.func.unnest(
+            sa.bindparam("at", [versions[t] for t in ids], type_=postgresql.ARRAY(sa.DateTime(timezone=True)))
+        ).label("version_at"),
+    ).subquery("given")
+    values = {
+        "model_id": sa.literal(model_id, sa.String),
+        "source_updated_at": given.c.version_at,
+        "created_at": sa.literal(now, ticket_results.c.created_at.type),
+        "updated_at": sa.literal(now, ticket_results.c.updated_at.type),
+    }
+    columns = [c.name for c in ticket_results.columns]
+    select = (
+        sa.select(*[values[n].label(n) if n in values else st[n] for n in columns])
+        .select_from(inference_staging.join(given, given.c.ticket_id == st.ticket_id))
+        .where(st.run_id == run_id)
+        .order_by(st.ticket_id)
+    )
+    stmt = _guarded(insert_for(conn)(ticket_results).from_select(columns, select), current_version)
+    return {r[0] for r in conn.execute(stmt)}
+
+
+def _guarded(stmt, current_version: str | None):
+    """ON CONFLICT (ticket_id) DO UPDATE with the guard of the module's docstring, RETURNING the written IDs."""
     new, cur = stmt.excluded, ticket_results.c
     is_newer = sa.or_(
         cur.source_updated_at < new.source_updated_at,
@@ -83,14 +132,11 @@ def upsert_results(conn: sa.Connection, rows: Iterable[dict], current_version: s
         )
         protected = sa.and_(cur.model_version == now_current, new.model_version != now_current)
         where = sa.and_(sa.not_(protected), sa.or_(is_newer, upgrade))
-    stmt = stmt.on_conflict_do_update(
+    return stmt.on_conflict_do_update(
         index_elements=[cur.ticket_id],
         set_={name: new[name] for name in UPDATED_ON_CONFLICT},
         where=where,
     ).returning(cur.ticket_id)
-    if conn.dialect.name == "postgresql":
-        return {r[0] for r in conn.execute(stmt)}
-    return {r[0] for r in conn.execute(stmt, rows)}
 
 
 def replace_if_unchanged(conn: sa.Connection, row: Mapping, expected: sa.Row) -> bool:

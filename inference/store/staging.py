@@ -37,8 +37,39 @@ def staged_page(conn: sa.Connection, run_id: str, after: str, limit: int) -> lis
         .order_by(st.ticket_id)
         .limit(limit)
     )
+    return _results(conn, stmt)
+
+
+def staged_ids(conn: sa.Connection, run_id: str, after: str, limit: int) -> list[str]:
+    """The next page of the run's staged ticket IDs (ticket_id order)."""
+    st = s.inference_staging.c
+    stmt = (
+        sa.select(st.ticket_id)
+        .where(st.run_id == run_id, st.ticket_id > after)
+        .order_by(st.run_id, st.ticket_id)
+        .limit(limit)
+    )
+    return list(conn.scalars(stmt))
+
+
+def staged_rows(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> list[StagedResult]:
+    """The run's staged results of these tickets (ticket_id order), locked FOR UPDATE (PostgreSQL)."""
+    st = s.inference_staging.c
+    stmt = (
+        sa.select(s.inference_staging)
+        .where(st.run_id == run_id, st.ticket_id.in_(sa.bindparam("ids", expanding=True)))
+        .order_by(st.run_id, st.ticket_id)
+        .with_for_update()
+    )
+    out: list[StagedResult] = []
+    for page in in_pages(ticket_ids):
+        out.extend(_results(conn, stmt, {"ids": page}))
+    return out
+
+
+def _results(conn: sa.Connection, stmt, params: dict | None = None) -> list[StagedResult]:
     outputs = tuple(c.name for c in heads.output_columns())
-    return [StagedResult.from_row(row._mapping, outputs) for row in conn.execute(stmt)]
+    return [StagedResult.from_row(row._mapping, outputs) for row in conn.execute(stmt, params or {})]
 
 
 def unstage(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> None:

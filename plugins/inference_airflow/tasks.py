@@ -131,7 +131,7 @@ def infer_shard(shard: dict, context: dict[str, Any]) -> dict:
     from inference.records import ShardSpec
 
     spec = ShardSpec.from_dict(shard, context["run_id"])
-    return infer_shard(settings(), spec.run_id, spec.shard).as_dict()
+    return infer_shard(settings(), spec.run_id, spec.shard, load=True).as_dict()  # loaded as it commits
 
 
 @_no_retry_for_permanent

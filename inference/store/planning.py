@@ -1,0 +1,283 @@
+"""Plan's working tables: a backlog of any size planned in flat memory.
+
+The source's rows stream into a temporary table (COPY on PostgreSQL), one row per ticket is kept by the
+database (the newest version, then the higher content hash), the rows are judged a page at a time, and the
+run's items are written by one INSERT .. SELECT that also assigns the shards: contiguous ranges of ticket
+IDs holding about the same estimated tokens (each shard within one ticket's tokens of total / shards). So
+plan holds a page of rows in Python at a time, whatever the window's size. All of it happens inside the
+caller's transaction: the temporary tables go with it (ON COMMIT DROP; SQLite: dropped first).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from inference.records import FailureKind, SkipReason
+from inference.store.db import scrubbed_driver_call
+from inference.store.schema import ITEM_FAILED, ITEM_PLANNED, ITEM_SKIPPED, inference_run_items
+
+_meta = sa.MetaData()
+_TEMP = {"prefixes": ["TEMPORARY"], "postgresql_on_commit": "DROP"}
+
+raw = sa.Table(  # every source row read, duplicates included
+    "plan_raw",
+    _meta,
+    sa.Column("ticket_id", sa.Text, nullable=False),
+    sa.Column("id_problem", sa.Text),
+    sa.Column("version_us", sa.BigInteger, nullable=False),  # microseconds since the epoch: orders on both dialects
+    sa.Column("content_hash", sa.Text, nullable=False),
+    sa.Column("empty", sa.Boolean, nullable=False),
+    sa.Column("chars", sa.BigInteger, nullable=False),
+    **_TEMP,
+)
+rows = sa.Table(  # one row per ticket
+    "plan_rows",
+    _meta,
+    sa.Column("ticket_id", sa.Text, primary_key=True),
+    sa.Column("id_problem", sa.Text),
+    sa.Column("content_hash", sa.Text, nullable=False),
+    sa.Column("empty", sa.Boolean, nullable=False),
+    sa.Column("chars", sa.BigInteger, nullable=False),
+    **_TEMP,
+)
+candidates = sa.Table(  # the tickets that need work, judged
+    "plan_candidates",
+    _meta,
+    sa.Column("ticket_id", sa.Text, primary_key=True),
+    sa.Column("content_hash", sa.Text, nullable=False),
+    sa.Column("est_tokens", sa.Integer, nullable=False),
+    sa.Column("empty", sa.Boolean, nullable=False),
+    sa.Column("has_result", sa.Boolean, nullable=False),
+    sa.Column("id_problem", sa.Text),
+    sa.Column("pos", sa.BigInteger, nullable=False),  # the source's own ID order, for the `limit` option
+    **_TEMP,
+)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+PAGE = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    ticket_id: str
+    id_problem: str | None
+    content_hash: str
+    empty: bool
+    chars: int
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    backlog: int = 0
+    work: int = 0  # to infer
+    work_tokens: int = 0
+    empty: int = 0
+    unsupported: int = 0
+
+
+def open_tables(conn: sa.Connection) -> None:
+    tables = [raw, rows, candidates]
+    if conn.dialect.name != "postgresql":  # SQLite keeps temporary tables per connection: a pooled one may hold some
+        _meta.drop_all(conn, tables=tables, checkfirst=True)
+    _meta.create_all(conn, tables=tables)
+
+
+def _write(conn: sa.Connection, table: sa.Table, values: Sequence[tuple]) -> None:
+    """Rows (tuples in the table's column order) into a working table: COPY (text format) on PostgreSQL."""
+    if not values:
+        return
+    names = [c.name for c in table.columns]
+    if conn.dialect.name != "postgresql":
+        conn.execute(sa.insert(table), [dict(zip(names, v, strict=True)) for v in values])
+        return
+    payload = io.StringIO()
+    payload.writelines("\t".join(map(_copy_text, v)) + "\n" for v in values)
+    payload.seek(0)
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        with scrubbed_driver_call():  # the server's CONTEXT line of a refused COPY quotes the row
+            cursor.copy_expert(f"COPY {table.name} ({', '.join(names)}) FROM STDIN", payload)
+    finally:
+        cursor.close()
+
+
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_text(value) -> str:
+    if value is None:
+        return "\\N"
+    if value is True or value is False:
+        return "t" if value else "f"
+    if isinstance(value, int):
+        return str(value)
+    return value.translate(_ESCAPES)
+
+
+def add_source_rows(conn: sa.Connection, source_rows: Iterable) -> int:
+    """Streams the source's rows (SourceRow: duplicates included) into plan_raw; returns how many."""
+    n, page = 0, []
+    for r in source_rows:
+        page.append((r.ticket_id, r.id_problem, _micros(r.version_at), r.content_hash, r.empty, r.chars))
+        if len(page) >= PAGE:
+            _write(conn, raw, page)
+            n, page = n + len(page), []
+    _write(conn, raw, page)
+    return n + len(page)
+
+
+def keep_newest(conn: sa.Connection) -> int:
+    """One row per ticket in plan_rows: the newest version wins, ties broken by the higher content hash (as
+    every reader of the source decides). Returns how many rows were dropped as duplicates."""
+    r = raw.c
+    rank = (
+        sa.func.row_number()
+        .over(partition_by=r.ticket_id, order_by=(r.version_us.desc(), r.content_hash.desc()))
+        .label("rank")
+    )
+    names = [c.name for c in rows.columns]
+    ranked = sa.select(*[r[n] for n in names], rank).subquery()
+    best = sa.select(*[ranked.c[n] for n in names]).where(ranked.c.rank == 1)
+    conn.execute(sa.insert(rows).from_select(names, best))
+    total = conn.scalar(sa.select(sa.func.count()).select_from(raw)) or 0
+    kept = conn.scalar(sa.select(sa.func.count()).select_from(rows)) or 0
+    return total - kept
+
+
+def row_pages(conn: sa.Connection, size: int) -> Iterator[list[Row]]:
+    """plan_rows a page at a time (keyset over the ticket IDs)."""
+    c, after = rows.c, None
+    while True:
+        stmt = sa.select(c.ticket_id, c.id_problem, c.content_hash, c.empty, c.chars).order_by(c.ticket_id).limit(size)
+        if after is not None:
+            stmt = stmt.where(c.ticket_id > after)
+        page = [Row(*r) for r in conn.execute(stmt)]
+        if not page:
+            return
+        yield page
+        after = page[-1].ticket_id
+
+
+def add_candidates(conn: sa.Connection, judged: Sequence, position: dict[str, int] | None = None) -> None:
+    """Candidates (inference.plan.Candidate) into plan_candidates; `position`: the source's ID order (limit)."""
+    last = len(position) if position else 0
+    _write(
+        conn,
+        candidates,
+        [
+            (
+                c.ticket_id,
+                c.content_hash,
+                c.est_tokens,
+                c.empty,
+                c.has_result,
+                c.id_problem,
+                position.get(c.ticket_id, last) if position else 0,
+            )
+            for c in judged
+        ],
+    )
+
+
+def _chosen(limit: int | None) -> sa.Select:
+    """The planned candidates: all, or the first `limit` in the source's own ID order."""
+    c = candidates.c
+    stmt = sa.select(candidates)
+    if limit is not None:
+        stmt = stmt.order_by(c.pos, c.ticket_id).limit(limit)
+    return stmt
+
+
+def counts(conn: sa.Connection, limit: int | None) -> Counts:
+    chosen = _chosen(limit).subquery()
+    c = chosen.c
+    work = sa.and_(c.id_problem.is_(None), sa.not_(c.empty))
+    stmt = sa.select(
+        sa.func.count(),
+        sa.func.sum(sa.case((work, 1), else_=0)),
+        sa.func.sum(sa.case((work, c.est_tokens), else_=0)),
+        sa.func.sum(sa.case((sa.and_(c.id_problem.is_(None), c.empty), 1), else_=0)),
+        sa.func.sum(sa.case((c.id_problem.is_not(None), 1), else_=0)),
+    )
+    return Counts(*[int(v or 0) for v in conn.execute(stmt).one()])
+
+
+def write_items(conn: sa.Connection, run_id: str, limit: int | None, shards: int, work_tokens: int) -> None:
+    """The run's items, one INSERT .. SELECT: failed (unsupported ID), skipped (empty) or planned in a shard.
+
+    Shards are contiguous ranges of ticket IDs: a ticket goes to the shard its tokens' midpoint falls in
+    (cumulative estimated tokens, in ID order, times shards over the total), then shards are numbered densely.
+    """
+    chosen = _chosen(limit).subquery("chosen")
+    c = chosen.c
+    work = sa.and_(c.id_problem.is_(None), sa.not_(c.empty))
+    upto = sa.func.sum(sa.case((work, c.est_tokens), else_=0)).over(order_by=c.ticket_id, rows=(None, 0))
+    with_upto = sa.select(chosen, work.label("work"), upto.label("upto")).subquery("upto")
+    u = with_upto.c
+    total = max(work_tokens, 1)
+    raw_shard = sa.case(
+        (u.work, ((2 * u.upto - u.est_tokens) * shards) // (2 * total)),  # integer division (all positive)
+        else_=-1,
+    )
+    with_raw = sa.select(with_upto, raw_shard.label("raw_shard")).subquery("raw")
+    w = with_raw.c
+    shard = sa.case((w.work, sa.func.dense_rank().over(partition_by=w.work, order_by=w.raw_shard) - 1), else_=-1)
+    status = sa.case((w.id_problem.is_not(None), ITEM_FAILED), (w.empty, ITEM_SKIPPED), else_=ITEM_PLANNED)
+    reason = sa.case(
+        (w.id_problem.is_not(None), str(FailureKind.UNSUPPORTED_ID)),
+        (w.empty, str(SkipReason.EMPTY_INPUT)),
+        else_=sa.null(),
+    )
+    select = sa.select(
+        sa.literal(run_id, sa.Text),
+        w.ticket_id,
+        shard,
+        w.est_tokens,
+        w.content_hash,
+        status,
+        reason,
+        sa.literal(0, sa.Integer),
+    )
+    names = ["run_id", "ticket_id", "shard", "est_tokens", "content_hash", "status", "reason", "attempts"]
+    conn.execute(sa.insert(inference_run_items).from_select(names, select))
+
+
+def unsupported(conn: sa.Connection, limit: int | None) -> list[tuple[str, str]]:
+    """(ticket_id, content_hash) of the planned candidates whose ID cannot be a key."""
+    chosen = _chosen(limit).subquery()
+    return [
+        tuple(r)
+        for r in conn.execute(
+            sa.select(chosen.c.ticket_id, chosen.c.content_hash).where(chosen.c.id_problem.is_not(None))
+        )
+    ]
+
+
+def emptied(conn: sa.Connection, limit: int | None) -> list[str]:
+    """Planned candidates with nothing to embed that have a result of an earlier text (to retract)."""
+    chosen = _chosen(limit).subquery()
+    c = chosen.c
+    return list(conn.scalars(sa.select(c.ticket_id).where(c.empty, c.has_result, c.id_problem.is_(None))))
+
+
+def shard_sizes(conn: sa.Connection, run_id: str) -> list[tuple[int, int, int]]:
+    """(shard, tickets, estimated tokens) of the run's planned shards."""
+    i = inference_run_items.c
+    stmt = (
+        sa.select(i.shard, sa.func.count(), sa.func.sum(i.est_tokens))
+        .where(i.run_id == run_id, i.shard >= 0)
+        .group_by(i.shard)
+        .order_by(i.shard)
+    )
+    return [(int(k), int(n), int(t or 0)) for k, n, t in conn.execute(stmt)]
+
+
+def _micros(at: dt.datetime) -> int:
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=dt.UTC)
+    delta = at - _EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
