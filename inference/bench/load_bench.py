@@ -1,10 +1,14 @@
-"""load_results as a whole (read the staged rows back, validate every output, upsert, settle the items,
-resolve failures, unstage) on PostgreSQL, for new results and for updates of existing ones.
+"""Loading results on PostgreSQL, for new results and for updates of existing ones (384-dim embeddings and
+every configured head's outputs, staged by infer_shard with the instant engine, inference.bench.instant):
 
-The rows are staged by infer_shard with the instant engine (inference.bench.instant), exactly as a real
-run stages them (384-dim embeddings, every configured head's outputs); then load_results runs alone in a
-fresh process and is timed. Updates: every ticket is edited (new text, later updated_at) and a second run
-stages and loads new results over the existing rows.
+- `load_results`: the catch-all step as a whole (read the staged rows back, validate every output, upsert,
+  settle the items, resolve failures, unstage, then the retraction sweep), alone in a fresh process, after
+  an infer_shard that only staged (`--stage-only`);
+- `in_shard`: what loading costs inside infer_shard, as the DAG runs it (each chunk loaded in the
+  transaction that stages it): the same run with loading, minus the run that only staged; rows / extra time.
+
+Updates: every ticket is edited (new text, later updated_at) and a second run loads new results over the
+existing rows.
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ from inference.window import window_for_date
 DATE = dt.date(2026, 11, 30)
 
 
+def _infer(url: str, run_id: str, env: dict, *flags: str) -> dict:
+    run_step("plan_run", url, run_id, "--date", DATE.isoformat(), "--shards", "1", env=env)
+    return run_step("infer_shard", url, run_id, "--shard", "0", "--engine", "instant", *flags, env=env)
+
+
 def _staged_then_loaded(url: str, run_id: str, env: dict) -> dict:
-    plan = run_step("plan_run", url, run_id, "--date", DATE.isoformat(), "--shards", "1", env=env)
-    for k in range(plan["result"]["shards"]):
-        run_step("infer_shard", url, run_id, "--shard", str(k), "--engine", "instant", env=env)
+    staged = _infer(url, run_id, env, "--stage-only")
     load = run_step("load_results", url, run_id, env=env)
     rows = load["result"]["written"] + load["result"]["unchanged"]
     return {
@@ -35,24 +42,47 @@ def _staged_then_loaded(url: str, run_id: str, env: dict) -> dict:
         "seconds": load["seconds"],
         "rows_per_s": round(rows / load["seconds"], 1) if load["seconds"] else None,
         "peak_rss_mib": load["peak_rss_mib"],
+        "infer_stage_only_seconds": staged["seconds"],
     }
+
+
+def _in_shard(url: str, run_id: str, env: dict, stage_only_seconds: float) -> dict:
+    shard = _infer(url, run_id, env)
+    rows = shard["result"]["loaded"]
+    extra = shard["seconds"] - stage_only_seconds
+    return {
+        "rows": rows,
+        "infer_seconds": shard["seconds"],
+        "infer_stage_only_seconds": stage_only_seconds,
+        "rows_per_s": round(rows / extra, 1) if extra > 0 else None,
+        "peak_rss_mib": shard["peak_rss_mib"],
+    }
+
+
+def _edit_all(engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE tickets SET body = body || ' (edited)', updated_at = updated_at + interval '1 s'"))
+        conn.execute(sa.text("ANALYZE"))
 
 
 def load_rates(pg_url: str, tickets: int, log=lambda msg: None) -> dict:
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    with scratch_database(pg_url, "inference_bench_load") as url:
-        engine = make_engine(url)
-        try:
-            seed_mix(engine, tickets, window_for_date(DATE))
-            log(f"load: {tickets} new results")
-            new = _staged_then_loaded(url, "bench-load-new", env)
-            with engine.begin() as conn:
-                conn.execute(
-                    sa.text("UPDATE tickets SET body = body || ' (edited)', updated_at = updated_at + interval '1 s'")
-                )
-                conn.execute(sa.text("ANALYZE"))
-            log(f"load: {tickets} updated results")
-            update = _staged_then_loaded(url, "bench-load-update", env)
-        finally:
-            engine.dispose()
-    return {"tickets": tickets, "new": new, "update": update}
+    out: dict = {"tickets": tickets}
+    for way in ("load_results", "in_shard"):
+        with scratch_database(pg_url, "inference_bench_load") as url:
+            engine = make_engine(url)
+            try:
+                seed_mix(engine, tickets, window_for_date(DATE))
+                for mode in ("new", "update"):
+                    if mode == "update":
+                        _edit_all(engine)
+                    log(f"load: {tickets} {mode} results, {way}")
+                    run_id = f"bench-load-{mode}"
+                    if way == "load_results":
+                        out.setdefault(way, {})[mode] = _staged_then_loaded(url, run_id, env)
+                    else:
+                        base = out["load_results"][mode]["infer_stage_only_seconds"]
+                        out.setdefault(way, {})[mode] = _in_shard(url, run_id, env, base)
+            finally:
+                engine.dispose()
+    return out

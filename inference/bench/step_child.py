@@ -2,7 +2,7 @@
 its summary (counts only) and the process's peak RSS (VmHWM: this process did nothing but this step).
 
 python -m inference.bench.step_child STEP --db URL --run-id R [--shard K] [--engine model|standin|instant]
-    [--date YYYY-MM-DD] [--shards N] [--fail-every N]
+    [--date YYYY-MM-DD] [--shards N] [--fail-every N] [--stage-only]
 STEP: plan_run, infer_shard, load_results, has_retries, retry_failed, finish_run.
 """
 
@@ -49,7 +49,8 @@ def run(args) -> dict:
         result = {"shards": len(specs), "tickets": sum(s.tickets for s in specs)}
     elif args.step == "infer_shard":
         predictor = predictor_for(settings, args.engine, args.fail_every)
-        result = pipeline.infer_shard(settings, args.run_id, args.shard, predictor=predictor).as_dict()
+        load = not args.stage_only  # as the DAG and the CLI run it: each chunk loaded as it commits
+        result = pipeline.infer_shard(settings, args.run_id, args.shard, predictor=predictor, load=load).as_dict()
     elif args.step == "retry_failed":
         result = pipeline.retry_failed(settings, args.run_id, predictor=predictor_for(settings, args.engine)).as_dict()
     elif args.step == "load_results":
@@ -79,6 +80,7 @@ def main() -> None:
     p.add_argument("--date", default="2026-11-30")
     p.add_argument("--shards", type=int, default=0)
     p.add_argument("--fail-every", type=int, default=0)
+    p.add_argument("--stage-only", action="store_true", help="infer_shard: leave the chunks staged for load_results")
     args = p.parse_args()
     out = run(args)
     from inference.bench.rss import peak_rss_mib

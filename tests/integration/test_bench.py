@@ -46,8 +46,9 @@ def test_bench_runs_every_part_and_reports_consistent_numbers(pg_admin_url, tmp_
         rates = [v for k, v in db[mode].items() if k.endswith("rows_per_s")]
         assert len(rates) == 4 and min(rates) > 0  # row by row, execute_values at two page sizes, ours
     for mode in ("new", "update"):
-        load = report["load"][mode]
+        load = report["load"]["load_results"][mode]
         assert load["written"] == load["rows"] > 150 and load["rows_per_s"] > 0 and load["peak_rss_mib"] > 0
+        assert report["load"]["in_shard"][mode]["rows"] == load["rows"]  # loaded by infer_shard itself
     e2e = report["end_to_end"]
     assert e2e["engine_only"]["tickets"] == 150 and e2e["pipeline"]["backlog"] <= 150
     assert e2e["pipeline"]["succeeded"] == e2e["engine_only"]["texts"] > 0
