@@ -297,12 +297,6 @@ def _fit_categories(settings, args) -> int:
     return fit_categories(settings, args)
 
 
-def _fit_categories(settings, args) -> int:
-    from inference.fit_categories import main as fit_categories
-
-    return fit_categories(settings, args)
-
-
 def _db(settings, args) -> int:
     from inference.store import migrate
     from inference.store.db import check_connection, make_engine
