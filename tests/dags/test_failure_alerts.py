@@ -120,10 +120,11 @@ def _stored(airflow_db) -> bytes:
 def test_a_refused_write_alerts_once_with_the_fix_and_no_ticket_text(
     dag, alert_env, webhook, plain_smtp, airflow_db, capfd, caplog
 ):
-    """A CHECK constraint refuses the results (PostgreSQL quotes the failing row in its DETAIL): load_results
-    fails at once (no retry), alerts once; finish_run fails its reconciliation because of it and does not alert
-    again. The e-mail channel cannot deliver (TLS against a plain server): logged at error level, and in the
-    run's summary."""
+    """A CHECK constraint refuses the results (PostgreSQL quotes the failing row in its DETAIL). The shard loads
+    each chunk in the transaction that stages it, so infer_shard[0] fails at once (no retry) and alerts once;
+    nothing stays staged, so the catch-all load_results has nothing to load; finish_run fails its reconciliation
+    because of the shard and does not alert again. The e-mail channel cannot deliver (TLS against a plain
+    server): logged at error level, and in the run's summary."""
     with alert_env.begin() as conn:
         conn.exec_driver_sql(
             f"ALTER TABLE ticket_results ADD CONSTRAINT ck_no_canary CHECK (strpos(coalesce(summary, ''), '{CANARY}') = 0)"
@@ -134,27 +135,33 @@ def test_a_refused_write_alerts_once_with_the_fix_and_no_ticket_text(
 
     states = {(ti.task_id, ti.map_index): ti.state for ti in dag_run.get_task_instances()}
     assert dag_run.state == "failed"
-    assert states[("load_results", -1)] == "failed" and states[("finish_run", -1)] == "failed"
+    assert states[("infer_shard", 0)] == "failed" and states[("finish_run", -1)] == "failed"
+    assert states[("load_results", -1)] == "success", "nothing stays staged: the refused chunk rolled back"
 
     payloads = _payloads(webhook)
     assert len(payloads) == 1, f"one alert for one incident: {payloads}"
     alert = payloads[0]
-    assert (alert["task_id"], alert["error_class"], alert["try_number"]) == ("load_results", "DatabaseRefused", 1)
+    assert (alert["task_id"], alert["map_index"], alert["error_class"], alert["try_number"]) == (
+        "infer_shard",
+        0,
+        "DatabaseRefused",
+        1,
+    )
     assert alert["why"] == DatabaseRefused.why and alert["remedy"] == DatabaseRefused.remedy
     assert "ck_no_canary" in alert["detail"] and "SQLSTATE 23514" in alert["detail"]
     assert (alert["window_start"], alert["window_end"]) == (WINDOW.start.isoformat(), WINDOW.end.isoformat())
-    assert alert["run_id"] == dag_run.run_id and "load_results" in alert["log_url"]
-    assert "ALERT DEFERRED for finish_run (RunFailed)" in logs and "load_results" in logs
+    assert alert["run_id"] == dag_run.run_id and "infer_shard/mapped/0" in alert["log_url"]
+    assert "ALERT DEFERRED for finish_run (RunFailed)" in logs
 
     # The broken channel: visible at error level, and in the run's summary (finish_run's log and exception).
     assert not plain_smtp[1]
     assert "ALERT NOT DELIVERED through email (SSLError)" in logs and "disable_tls" in logs
-    assert "alert of load_results was NOT delivered through email (SSLError)" in logs
-    assert "**alert NOT delivered**: email (SSLError) for load_results" in _note(dag_run)  # the run's note in the UI
+    assert "alert of infer_shard[0] was NOT delivered through email (SSLError)" in logs
+    assert "**alert NOT delivered**: email (SSLError) for infer_shard[0]" in _note(dag_run)  # the run's note in the UI
 
     with alert_env.connect() as conn:
         run = conn.execute(sa.select(inference_runs).where(inference_runs.c.run_id == dag_run.run_id)).one()
-    assert run.status == "failed" and "load_results: 12 staged, not loaded" in run.error
+    assert run.status == "failed" and "infer_shard[0]: 12 not inferred" in run.error, run.error
 
     assert CANARY not in logs
     assert not any(CANARY.encode() in body for body in webhook[1])
