@@ -18,7 +18,7 @@ log = logging.getLogger("inference")
 
 metadata = sa.MetaData()
 
-ID = sa.String(512)  # a source ID as text: at most 512 bytes (inference/store/source.py, MAX_ID_BYTES)
+ID = sa.String(512)  # a source ID as text: at most 512 bytes (inference/store/source_keys.py, MAX_ID_BYTES)
 RUN_ID = sa.String(250)
 BIGINT = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 

@@ -30,11 +30,7 @@ caller needs (a hash, the model input). Only `by_ids` returns whole texts (a pag
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import hashlib
 import logging
-import math
-import re
 import zoneinfo
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -47,13 +43,13 @@ from inference.config import SourceColumns
 from inference.errors import ConfigError
 from inference.records import SourceTicket, SourceVersion, TicketInput
 from inference.store.db import in_pages
+from inference.store.source_keys import PgType, id_problem, sort_key, sqlite_key, sqlite_values, surrogate_key
+from inference.store.source_time import to_instant
 from inference.textprep import content_hash, has_text
 from inference.window import UTC, Window
 
 log = logging.getLogger("inference")
 
-MAX_ID_BYTES = 512  # the width of ticket_id in our tables (revision 0005)
-UNSUPPORTED_PREFIX = "!unsupported-id:"
 TEXT_BUDGET = 2_000_000  # characters of ticket text per fetch (about 2 MB: ASCII text)
 FIRST_FETCH, MAX_FETCH = 2, 1000
 NO_TIME = dt.datetime(1970, 1, 1, tzinfo=UTC)  # version time of a row with neither timestamp
@@ -73,134 +69,6 @@ class SourceRow:
     chars: int  # characters of subject and body (token estimate)
 
 
-# --- keys -------------------------------------------------------------------------------------------------------
-
-_INT_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
-_BLOB_TEXT = re.compile(r"X'((?:[0-9A-F]{2})*)'")
-
-
-def sqlite_key(value: Any) -> str | None:
-    """The key of a value SQLite returned (None for NULL and values no key can stand for)."""
-    if value is None or isinstance(value, bool):
-        return None if value is None else str(int(value))
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return None
-        if value.is_integer() and abs(value) < 2**63:
-            return str(int(value))
-        return repr(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return "X'" + bytes(value).hex().upper() + "'"
-    return str(value)
-
-
-def sqlite_values(key: str) -> list[Any]:
-    """Every SQLite value whose key is `key` (the text, and the number or blob it may also be)."""
-    values: list[Any] = [key]
-    if _INT_TEXT.fullmatch(key) and -(2**63) <= int(key) < 2**63:
-        values.append(int(key))
-    else:
-        try:
-            number = float(key)
-        except ValueError:
-            number = None
-        if number is not None and math.isfinite(number) and repr(number) == key:
-            values.append(number)
-    blob = _BLOB_TEXT.fullmatch(key)
-    if blob:
-        values.append(bytes.fromhex(blob.group(1)))
-    return values
-
-
-def id_problem(key: str | None) -> str | None:
-    """Why a key cannot be stored in our tables, or None."""
-    if key is None:
-        return "null"
-    try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError:
-        return "not UTF-8"
-    if size > MAX_ID_BYTES:
-        return f"longer than {MAX_ID_BYTES} bytes"
-    if "\x00" in key:
-        return "contains NUL"
-    return None
-
-
-def surrogate_key(problem: str, raw: Any, digest: str) -> str:
-    """A stable stand-in key for a row whose ID cannot be a key (never a real ID's key: see UNSUPPORTED_PREFIX)."""
-    seed = digest if raw is None else repr(raw)
-    kind = problem.split()[0].lower().replace("-", "")
-    return f"{UNSUPPORTED_PREFIX}{kind}:{hashlib.sha256(seed.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}"
-
-
-# --- timestamps -------------------------------------------------------------------------------------------------
-
-_ISO = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})"
-    r"(?:[ T](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d*))?)?)?"
-    r"\s*(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)?"
-)
-
-
-def parse_iso(text: str) -> dt.datetime:
-    """ISO-8601 text as SQLite and most applications write it; naive unless it carries an offset or Z."""
-    m = _ISO.fullmatch(text.strip())
-    if not m:
-        raise ValueError("not an ISO-8601 timestamp")
-    year, month, day, hour, minute, second, frac, zulu, sign, oh, om = m.groups()
-    micro = int((frac or "0")[:6].ljust(6, "0"))
-    tz = None
-    if zulu:
-        tz = UTC
-    elif sign:
-        offset = dt.timedelta(hours=int(oh), minutes=int(om or 0))
-        tz = dt.timezone(-offset if sign == "-" else offset)
-    return dt.datetime(
-        int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0), micro, tzinfo=tz
-    )
-
-
-def to_instant(value: Any, zone: dt.tzinfo) -> dt.datetime | None:
-    """A source timestamp as an aware UTC datetime; naive values are in `zone`. ValueError if unreadable."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = parse_iso(value)
-    elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
-        value = dt.datetime.combine(value, dt.time())
-    elif not isinstance(value, dt.datetime):
-        raise ValueError(f"a {type(value).__name__}, not a timestamp")
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=zone)
-    return value.astimezone(UTC)
-
-
-def _sort_key(value: Any) -> tuple:
-    """SQLite's order across storage classes: numbers, then text, then blobs (one type per column elsewhere)."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return (0, value, "")
-    if isinstance(value, str):
-        return (1, 0, value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return (2, 0, bytes(value).hex())
-    return (1, 0, str(value))
-
-
-class _PgType(sa.types.UserDefinedType):
-    """A PostgreSQL type by name, for CAST(:keys AS <name>[])."""
-
-    cache_ok = True
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def get_col_spec(self, **_kw) -> str:
-        return self.name
-
-
 _PG_COLUMNS = sa.text(
     "SELECT a.attname, format_type(a.atttypid, NULL), b.typname, b.typcategory "
     "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
@@ -208,18 +76,6 @@ _PG_COLUMNS = sa.text(
     "WHERE a.attrelid = CAST(:rel AS regclass) AND a.attnum > 0 AND NOT a.attisdropped"
 )
 _STAMP_KINDS = {"timestamptz": "tz", "timestamp": "naive", "date": "date"}
-_UTC_NAMES = {"utc", "etc/utc", "gmt", "etc/gmt", "universal", "etc/universal", "zulu", "etc/zulu", "uct", "etc/uct"}
-
-
-def _is_utc(name: str) -> bool:
-    if name.strip().lower() in _UTC_NAMES | {"gmt0", "etc/gmt0", "etc/gmt+0", "etc/gmt-0", "greenwich"}:
-        return True
-    try:
-        zone = zoneinfo.ZoneInfo(name)
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
-        return False
-    probes = [dt.datetime(2026, m, 15, 12) for m in (1, 4, 7, 10)]
-    return all(zone.utcoffset(p) == dt.timedelta(0) for p in probes)
 
 
 class Source:
@@ -228,7 +84,7 @@ class Source:
         self.engine = engine
         self.dialect = engine.dialect.name
         self.zone: dt.tzinfo = zoneinfo.ZoneInfo(cols.timezone) if cols.timezone else UTC
-        self._pg = self.dialect == "postgresql"
+        self.is_pg = self.dialect == "postgresql"
         self._types = self._reflect(engine, cols)
         self.table = sa.table(
             cols.table,
@@ -236,9 +92,9 @@ class Source:
             schema=cols.schema,
         )
         c = self.table.c
-        self._id = c[cols.ticket_id]
-        self._key_col = sa.cast(self._id, sa.Text) if self._pg else self._id
-        self._stamps = {name: self._stamp_kind(name) for name in (cols.created_at, cols.updated_at)}
+        self.id_col = c[cols.ticket_id]
+        self.key_col = sa.cast(self.id_col, sa.Text) if self.is_pg else self.id_col
+        self.stamps = {name: self._stamp_kind(name) for name in (cols.created_at, cols.updated_at)}
 
     @property
     def _names(self) -> list[str]:
@@ -263,7 +119,7 @@ class Source:
             raise ConfigError(
                 f"source table {self.where} has no column(s) {', '.join(missing)}: set the TICKETS_COL_* variables"
             )
-        if not self._pg:
+        if not self.is_pg:
             return {}
         rel = f'"{cols.schema}"."{cols.table}"' if cols.schema else f'"{cols.table}"'
         with engine.connect() as conn:
@@ -272,103 +128,33 @@ class Source:
 
     def _stamp_kind(self, name: str) -> str:
         """How a timestamp column's values are compared: tz, naive, date, text (or unsupported: a type name)."""
-        if not self._pg:
+        if not self.is_pg:
             return "text"  # SQLite keeps timestamps as text (SQLAlchemy writes ISO-8601); `check` verifies it
         declared, base, category = self._types[name]
         if base in _STAMP_KINDS:
             return _STAMP_KINDS[base]
         return "text" if category == "S" else f"unsupported:{declared}"
 
-    # --- the start-of-run check ---------------------------------------------------------------------------------
-
     def check(self, conn: sa.Connection | None = None) -> None:
         """Refuses, before anything is written, a source that cannot be read by instant and by key (ConfigError
-        naming the column and the fix). Scans text timestamp columns once (SQLite: both)."""
+        naming the column and the fix); see inference.store.source_check."""
+        from inference.store.source_check import check
+
         if conn is None:
             with self.engine.connect() as own:
-                return self.check(own)
-        for name, env_name in (
-            (self.cols.created_at, "TICKETS_COL_CREATED_AT"),
-            (self.cols.updated_at, "TICKETS_COL_UPDATED_AT"),
-        ):
-            kind = self._stamps[name]
-            if kind.startswith("unsupported:"):
-                fix = (
-                    f"to_timestamp({name})"
-                    if "int" in kind or "numeric" in kind or "double" in kind
-                    else f"CAST({name} AS timestamptz)"
-                )
-                raise ConfigError(
-                    f"{env_name}: column {name} of {self.where} is of type {kind.split(':', 1)[1]}, not a timestamp: "
-                    f"point {env_name} at a timestamp column, or at a view column that converts it ({fix} AS {name})"
-                )
-            if kind == "naive" and self.cols.timezone is None:
-                zone = self._database_zone
-                if not _is_utc(zone):
-                    raise ConfigError(
-                        f"{env_name}: column {name} of {self.where} is `timestamp without time zone` and the "
-                        f"database's time zone is {zone}, so its values may be local times: set "
-                        f"TICKETS_SOURCE_TIMEZONE to the zone they are written in ({zone}, or UTC if they are UTC), "
-                        "or make the column `timestamp with time zone`"
-                    )
-            if kind == "text":
-                bad = self._unreadable_text_stamps(conn, name)
-                if bad:
-                    raise ConfigError(
-                        f"{env_name}: {bad} value(s) of column {name} of {self.where} are not ISO-8601 timestamps "
-                        "(YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][+HH:MM|Z], as text), so windows cannot select them by "
-                        f"instant: fix those rows, or point {env_name} at a view column that converts them "
-                        f"(SQLite: datetime({name}, 'unixepoch') for Unix times)"
-                    )
-        self._check_keys(conn)
-
-    @functools.cached_property
-    def _database_zone(self) -> str:
-        """The time zone a session of this database gets by default (ours sets UTC for itself)."""
-        url = self.engine.url
-        other = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args={"connect_timeout": 10})
-        try:
-            with other.connect() as conn:
-                return str(conn.exec_driver_sql("SHOW TimeZone").scalar())
-        finally:
-            other.dispose()
-
-    def _unreadable_text_stamps(self, conn: sa.Connection, name: str) -> int:
-        col = self.table.c[name]
-        if self._pg:
-            pattern = r"^\s*\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d*)?)?)?\s*([Zz]|[+-]\d{2}(:?\d{2})?)?\s*$"
-            bad = sa.and_(col.is_not(None), sa.not_(sa.cast(col, sa.Text).regexp_match(pattern)))
-        else:
-            date = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
-            shaped = sa.or_(col.op("GLOB")(date), col.op("GLOB")(date + "[ T][0-9][0-9]:[0-9][0-9]*"))
-            readable = sa.and_(sa.func.typeof(col) == "text", shaped, sa.func.julianday(col).is_not(None))
-            bad = sa.and_(col.is_not(None), sa.not_(readable))
-        return conn.scalar(sa.select(sa.func.count()).select_from(self.table).where(bad)) or 0
-
-    def _check_keys(self, conn: sa.Connection) -> None:
-        """The first IDs in the source's order must be found again by their keys (or the lookups are broken)."""
-        stmt = (
-            sa.select(self._key_col if self._pg else self._id).where(self._id.is_not(None)).order_by(self._id).limit(3)
-        )
-        raw = list(conn.scalars(stmt))
-        keys = [k for k in (self._key_of(v) for v in raw) if id_problem(k) is None]
-        found = self.existing(conn, keys)
-        if set(keys) - found:
-            raise ConfigError(
-                f"TICKETS_COL_ID: ticket IDs of column {self.cols.ticket_id} of {self.where} cannot be looked up by "
-                "their own values: point TICKETS_COL_ID at a column of integers, text or UUIDs"
-            )
+                return check(self, own)
+        return check(self, conn)
 
     # --- reading ------------------------------------------------------------------------------------------------
 
-    def _key_of(self, value: Any) -> str | None:
-        return (None if value is None else str(value)) if self._pg else sqlite_key(value)
+    def key_of(self, value: Any) -> str | None:
+        return (None if value is None else str(value)) if self.is_pg else sqlite_key(value)
 
     def _select(self) -> sa.Select:
         """The columns every read takes, unordered: sorting rows that carry text would make the database
         (SQLite in this process) hold them all; the order is read separately, IDs only (`order`)."""
         c, cols = self.table.c, self.cols
-        return sa.select(self._key_col, c[cols.subject], c[cols.body], c[cols.created_at], c[cols.updated_at])
+        return sa.select(self.key_col, c[cols.subject], c[cols.body], c[cols.created_at], c[cols.updated_at])
 
     def _version(self, row) -> dt.datetime:
         """updated_at, or created_at where it is NULL, as an instant."""
@@ -390,7 +176,7 @@ class Source:
     def _window_filter(self, window: Window) -> sa.ColumnElement[bool]:
         parts = []
         for name in (self.cols.created_at, self.cols.updated_at):
-            col, kind = self.table.c[name], self._stamps[name]
+            col, kind = self.table.c[name], self.stamps[name]
             if kind == "tz":
                 lo, hi = window.start, window.end
             elif kind in ("naive", "date"):
@@ -401,7 +187,7 @@ class Source:
             else:  # ISO text: '<date> <hour>' <= value < '<date>T<hour>' holds every instant +-14 h around the window
                 lo = (window.start - TEXT_MARGIN).strftime("%Y-%m-%d %H")
                 hi = (window.end + TEXT_MARGIN).strftime("%Y-%m-%dT%H")
-                col = sa.collate(col, "C" if self._pg else "BINARY")
+                col = sa.collate(col, "C" if self.is_pg else "BINARY")
             parts.append(sa.and_(col >= lo, col < hi))
         return sa.or_(*parts)
 
@@ -429,7 +215,7 @@ class Source:
     def _plan_row(self, row) -> SourceRow:
         subject, body = row[1], row[2]
         digest = content_hash(subject, body)
-        key = self._key_of(row[0])
+        key = self.key_of(row[0])
         problem = id_problem(key)
         if problem is not None:
             key = surrogate_key(problem, row[0], digest)
@@ -441,15 +227,15 @@ class Source:
     ) -> dict[str, int]:
         """key -> its position in the source's own ID order (numbers numerically, text by the column's
         collation), for the window's rows or for these keys: only IDs are sorted."""
-        stmt = sa.select(self._key_col).order_by(self._id)
+        stmt = sa.select(self.key_col).order_by(self.id_col)
         if window is not None:
             rows: Iterable = self._stream(conn, stmt.where(self._window_filter(window)))
         else:
-            found = self._rows_for_keys(conn, keys or (), sa.select(self._key_col, self._id), text=False)
-            rows = sorted(found, key=lambda r: _sort_key(r[1]))
+            found = self._rows_for_keys(conn, keys or (), sa.select(self.key_col, self.id_col), text=False)
+            rows = sorted(found, key=lambda r: sort_key(r[1]))
         out: dict[str, int] = {}
         for row in rows:
-            out.setdefault(self._key_of(row[0]), len(out))
+            out.setdefault(self.key_of(row[0]), len(out))
         return out
 
     def scan_window(self, conn: sa.Connection, window: Window) -> Iterator[SourceRow]:
@@ -465,20 +251,20 @@ class Source:
     def in_window(self, conn: sa.Connection, window: Window) -> Iterator[SourceTicket]:
         """Tickets created or updated in [start, end) with their whole text, one per row (duplicates too)."""
         for row in self._window_rows(conn, window):
-            key = self._key_of(row[0])
+            key = self.key_of(row[0])
             if id_problem(key) is None:
                 yield SourceTicket(key, row[1], row[2], self._version(row))
 
     # --- lookups by key -----------------------------------------------------------------------------------------
 
     def _lookup(self, keys: list[str]) -> tuple[sa.ColumnElement[bool], dict]:
-        if self._pg:
+        if self.is_pg:
             declared, base, _ = self._types[self.cols.ticket_id]
             name = "bpchar" if base == "bpchar" else declared
-            array = sa.cast(sa.bindparam("keys", type_=postgresql.ARRAY(sa.Text)), postgresql.ARRAY(_PgType(name)))
-            return self._id == sa.any_(array), {"keys": keys}
+            array = sa.cast(sa.bindparam("keys", type_=postgresql.ARRAY(sa.Text)), postgresql.ARRAY(PgType(name)))
+            return self.id_col == sa.any_(array), {"keys": keys}
         values = [v for k in keys for v in sqlite_values(k)]
-        return self._id.in_(sa.bindparam("ids", expanding=True)), {"ids": values}
+        return self.id_col.in_(sa.bindparam("ids", expanding=True)), {"ids": values}
 
     def _rows_for_keys(
         self, conn: sa.Connection, keys: Iterable[str], stmt: sa.Select, text: bool = True
@@ -487,14 +273,14 @@ class Source:
         `text` are streamed a few at a time, ID-only rows fetched at once."""
         for page in in_pages(k for k in keys if id_problem(k) is None):
             wanted = set(page)
-            yield from (r for r in self._page(conn, page, stmt, text) if self._key_of(r[0]) in wanted)
+            yield from (r for r in self._page(conn, page, stmt, text) if self.key_of(r[0]) in wanted)
 
     def _fetch(self, conn: sa.Connection, stmt, params: dict, text: bool) -> Iterator[sa.Row]:
         return self._stream(conn, stmt, params) if text else iter(conn.execute(stmt, params).all())
 
     def _page(self, conn: sa.Connection, page: list[str], stmt: sa.Select, text: bool = True) -> Iterator[sa.Row]:
         where, params = self._lookup(page)
-        if not self._pg:
+        if not self.is_pg:
             yield from self._fetch(conn, stmt.where(where), params, text)
             return
         try:  # a key the column's type cannot hold (a named ID like 'abc' for an integer column) fails the cast
@@ -515,7 +301,7 @@ class Source:
         """key -> make(row, digest) of the key's newest row (then the highest content hash: deterministic)."""
         best: dict[str, tuple[dt.datetime, str, Any]] = {}
         for row in self._rows_for_keys(conn, keys, self._select()):
-            key, digest, version = self._key_of(row[0]), content_hash(row[1], row[2]), self._version(row)
+            key, digest, version = self.key_of(row[0]), content_hash(row[1], row[2]), self._version(row)
             seen = best.get(key)
             if seen is None or (version, digest) > seen[:2]:
                 best[key] = (version, digest, make(row, digest))
@@ -524,7 +310,7 @@ class Source:
     def by_ids(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> dict[str, SourceTicket]:
         """Current rows (whole text) for these keys; keys that no longer exist are absent from the answer."""
         return self._winners(
-            conn, ticket_ids, lambda row, _d: SourceTicket(self._key_of(row[0]), row[1], row[2], self._version(row))
+            conn, ticket_ids, lambda row, _d: SourceTicket(self.key_of(row[0]), row[1], row[2], self._version(row))
         )
 
     def model_inputs(
@@ -535,7 +321,7 @@ class Source:
 
         def make(row, digest: str) -> TicketInput:
             text, cut = text_of(row[1], row[2])
-            return TicketInput(self._key_of(row[0]), self._version(row), digest, text, cut)
+            return TicketInput(self.key_of(row[0]), self._version(row), digest, text, cut)
 
         return self._winners(conn, ticket_ids, make)
 
@@ -545,5 +331,5 @@ class Source:
 
     def existing(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> set[str]:
         """Which of these keys the source still holds (reads IDs only)."""
-        stmt = sa.select(self._key_col)
-        return {self._key_of(r[0]) for r in self._rows_for_keys(conn, ticket_ids, stmt, text=False)}
+        stmt = sa.select(self.key_col)
+        return {self.key_of(r[0]) for r in self._rows_for_keys(conn, ticket_ids, stmt, text=False)}

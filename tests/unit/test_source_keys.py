@@ -12,15 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inference.plan import Deduplicated
-from inference.store.source import (
-    MAX_ID_BYTES,
-    id_problem,
-    parse_iso,
-    sqlite_key,
-    sqlite_values,
-    surrogate_key,
-    to_instant,
-)
+from inference.store.source_keys import MAX_ID_BYTES, id_problem, sqlite_key, sqlite_values, surrogate_key
+from inference.store.source_time import parse_iso, to_instant
 from inference.textprep import has_text, model_input, visible
 
 UTC = dt.UTC

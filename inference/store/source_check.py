@@ -1,0 +1,97 @@
+"""The start-of-run check of a source: refuses, before anything is written, timestamp columns that cannot be
+read by instant and IDs that cannot be looked up by their keys, with a ConfigError naming the column and the fix.
+Scans text timestamp columns once (SQLite: both)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+from inference.errors import ConfigError
+from inference.store.source_keys import id_problem
+from inference.store.source_time import is_utc
+
+if TYPE_CHECKING:
+    from inference.store.source import Source
+
+
+def check(source: Source, conn: sa.Connection) -> None:
+    """Refuses, before anything is written, a source that cannot be read by instant and by key (ConfigError
+    naming the column and the fix). Scans text timestamp columns once (SQLite: both)."""
+    for name, env_name in (
+        (source.cols.created_at, "TICKETS_COL_CREATED_AT"),
+        (source.cols.updated_at, "TICKETS_COL_UPDATED_AT"),
+    ):
+        kind = source.stamps[name]
+        if kind.startswith("unsupported:"):
+            fix = (
+                f"to_timestamp({name})"
+                if "int" in kind or "numeric" in kind or "double" in kind
+                else f"CAST({name} AS timestamptz)"
+            )
+            raise ConfigError(
+                f"{env_name}: column {name} of {source.where} is of type {kind.split(':', 1)[1]}, not a timestamp: "
+                f"point {env_name} at a timestamp column, or at a view column that converts it ({fix} AS {name})"
+            )
+        if kind == "naive" and source.cols.timezone is None:
+            zone = database_zone(source.engine)
+            if not is_utc(zone):
+                raise ConfigError(
+                    f"{env_name}: column {name} of {source.where} is `timestamp without time zone` and the "
+                    f"database's time zone is {zone}, so its values may be local times: set "
+                    f"TICKETS_SOURCE_TIMEZONE to the zone they are written in ({zone}, or UTC if they are UTC), "
+                    "or make the column `timestamp with time zone`"
+                )
+        if kind == "text":
+            bad = unreadable_text_stamps(source, conn, name)
+            if bad:
+                raise ConfigError(
+                    f"{env_name}: {bad} value(s) of column {name} of {source.where} are not ISO-8601 timestamps "
+                    "(YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][+HH:MM|Z], as text), so windows cannot select them by "
+                    f"instant: fix those rows, or point {env_name} at a view column that converts them "
+                    f"(SQLite: datetime({name}, 'unixepoch') for Unix times)"
+                )
+    check_keys(source, conn)
+
+
+def database_zone(engine: sa.Engine) -> str:
+    """The time zone a session of this database gets by default (ours sets UTC for itself)."""
+    url = engine.url
+    other = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args={"connect_timeout": 10})
+    try:
+        with other.connect() as conn:
+            return str(conn.exec_driver_sql("SHOW TimeZone").scalar())
+    finally:
+        other.dispose()
+
+
+def unreadable_text_stamps(source: Source, conn: sa.Connection, name: str) -> int:
+    col = source.table.c[name]
+    if source.is_pg:
+        pattern = r"^\s*\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d*)?)?)?\s*([Zz]|[+-]\d{2}(:?\d{2})?)?\s*$"
+        bad = sa.and_(col.is_not(None), sa.not_(sa.cast(col, sa.Text).regexp_match(pattern)))
+    else:
+        date = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
+        shaped = sa.or_(col.op("GLOB")(date), col.op("GLOB")(date + "[ T][0-9][0-9]:[0-9][0-9]*"))
+        readable = sa.and_(sa.func.typeof(col) == "text", shaped, sa.func.julianday(col).is_not(None))
+        bad = sa.and_(col.is_not(None), sa.not_(readable))
+    return conn.scalar(sa.select(sa.func.count()).select_from(source.table).where(bad)) or 0
+
+
+def check_keys(source: Source, conn: sa.Connection) -> None:
+    """The first IDs in the source's order must be found again by their keys (or the lookups are broken)."""
+    stmt = (
+        sa.select(source.key_col if source.is_pg else source.id_col)
+        .where(source.id_col.is_not(None))
+        .order_by(source.id_col)
+        .limit(3)
+    )
+    raw = list(conn.scalars(stmt))
+    keys = [k for k in (source.key_of(v) for v in raw) if id_problem(k) is None]
+    found = source.existing(conn, keys)
+    if set(keys) - found:
+        raise ConfigError(
+            f"TICKETS_COL_ID: ticket IDs of column {source.cols.ticket_id} of {source.where} cannot be looked up by "
+            "their own values: point TICKETS_COL_ID at a column of integers, text or UUIDs"
+        )
