@@ -15,6 +15,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from inference.errors import RunNotFound
+from inference.report.chunk_stats import (
+    batch_sizes,
+    chunk_frame,
+    chunk_throughput,
+    outputs,
+    token_lengths,
+)
 from inference.report.timing import MODEL_STEPS, cost_per_1000, per_second, spans, timing
 from inference.store import metrics
 from inference.store import schema as s
@@ -58,17 +65,17 @@ def build(
         history = _history(conn, run, trailing)
 
     t = timing(step_rows)
-    chunks = _chunk_frame(chunk_rows)
+    chunks = chunk_frame(chunk_rows)
     report: dict[str, Any] = {
         "run": _run_section(run),
         "counts": _counts(run, states),
         "steps": _steps(t),
         "model": _model(run, t, model_tickets, chunks),
-        "chunks": _chunk_throughput(chunks),
-        "batch_sizes": _batch_sizes(chunks, max_batch_size),
-        "token_lengths": _token_lengths(chunks),
+        "chunks": chunk_throughput(chunks),
+        "batch_sizes": batch_sizes(chunks, max_batch_size),
+        "token_lengths": token_lengths(chunks),
         "failures": failures,
-        "outputs": _outputs(chunks),
+        "outputs": outputs(chunks),
         "categories": _categories(run_id, chunks, history),
         "cost": _cost(t, run, model_tickets, price_per_device_hour),
     }
@@ -136,22 +143,6 @@ def _history(conn: sa.Connection, run: sa.Row, trailing: int) -> list[dict]:
 
 
 # --- frames and sections ------------------------------------------------------------------------------------
-
-
-def _chunk_frame(rows: list[sa.Row]):
-    import pandas as pd
-
-    columns = [c.name for c in s.inference_chunks.columns]
-    frame = pd.DataFrame([tuple(r) for r in rows], columns=columns)
-    if frame.empty:
-        frame["seconds"] = pd.Series(dtype=float)
-        return frame
-    frame = frame.sort_values(["committed_at", "seq"]).reset_index(drop=True)
-    # A chunk's wall time: since the previous commit of the same task invocation (the first: since it started).
-    previous = frame.groupby(["step", "shard", "step_started_at"])["committed_at"].shift(1)
-    previous = previous.fillna(frame["step_started_at"])
-    frame["seconds"] = (frame["committed_at"] - previous).dt.total_seconds().clip(lower=0)
-    return frame
 
 
 def _run_section(run: sa.Row) -> dict:
@@ -222,95 +213,6 @@ def _model(run: sa.Row, t, model_tickets: int, chunks) -> dict:
         "tokens_per_second": per_second(run.real_tokens, processing),
         "tickets_per_second_with_loading": per_second(model_tickets, t.model_wall_seconds),
         "model_steps": list(MODEL_STEPS),
-    }
-
-
-def _chunk_throughput(frame) -> dict:
-    if frame.empty:
-        return {"chunks": 0, "series": [], "tickets_per_second": {}}
-    rate = (frame["tickets"] / frame["seconds"].where(frame["seconds"] > 0)).round(2)
-    tokens = (frame["real_tokens"] / frame["seconds"].where(frame["seconds"] > 0)).round(1)
-    series = [
-        {
-            "n": k + 1,
-            "step": step,
-            "shard": int(shard),
-            "tickets": int(tickets),
-            "seconds": round(float(seconds), 3),
-            "model_seconds": round(float(model_s), 3),
-            "tickets_per_second": None if r != r else float(r),  # NaN -> None
-            "tokens_per_second": None if tk != tk else float(tk),
-        }
-        for k, (step, shard, tickets, seconds, model_s, r, tk) in enumerate(
-            zip(
-                frame["step"],
-                frame["shard"],
-                frame["tickets"],
-                frame["seconds"],
-                frame["model_seconds"],
-                rate,
-                tokens,
-                strict=True,
-            )
-        )
-    ]
-    return {
-        "chunks": len(frame),
-        "series": series,
-        "tickets_per_second": _describe(rate.dropna()),
-        "model_share_of_chunk_time": round(float(frame["model_seconds"].sum() / frame["seconds"].sum()), 4)
-        if frame["seconds"].sum() > 0
-        else None,
-    }
-
-
-def _batch_sizes(frame, cap: int | None) -> dict:
-    import pandas as pd
-
-    sizes = pd.Series([n for batch in frame.get("batch_sizes", []) for n in batch], dtype="int64")
-    if sizes.empty:
-        return {"batches": 0}
-    counts = sizes.value_counts().sort_index()
-    return {
-        "batches": int(sizes.size),
-        "tickets": int(sizes.sum()),
-        "mean": round(float(sizes.mean()), 2),
-        **{k: v for k, v in _describe(sizes).items() if k != "mean"},
-        "cap": cap,
-        "at_cap_share": round(float((sizes >= cap).mean()), 4) if cap else None,
-        "histogram": _buckets(counts),
-    }
-
-
-def _token_lengths(frame) -> dict:
-    import pandas as pd
-
-    counts: Counter = Counter()
-    for histogram in frame.get("token_lengths", []):
-        counts.update({int(k): int(v) for k, v in histogram.items()})
-    if not counts:
-        return {"tickets": 0}
-    series = pd.Series(counts).sort_index()
-    total = int(series.sum())
-    return {
-        "tickets": total,
-        "mean": round(float((series.index.to_numpy() * series.to_numpy()).sum() / total), 2),
-        **{f"p{q}": _weighted_quantile(series, q / 100) for q in (10, 50, 90, 99)},
-        "max": int(series.index.max()),
-        "histogram": _buckets(series),
-    }
-
-
-def _outputs(frame) -> dict:
-    staged = int(frame["staged"].sum()) if not frame.empty else 0
-    truncated = int(frame["truncated"].sum()) if not frame.empty else 0
-    uncertain = int(frame["uncertain"].sum()) if not frame.empty else 0
-    return {
-        "staged": staged,
-        "truncated": truncated,
-        "truncated_share": round(truncated / staged, 4) if staged else None,
-        "uncertain": uncertain,
-        "uncertain_share": round(uncertain / staged, 4) if staged else None,
     }
 
 
@@ -385,40 +287,6 @@ def _unplanned(run_id: str, step_rows) -> dict[str, Any]:
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
-
-
-def _describe(values) -> dict:
-    if len(values) == 0:
-        return {}
-    q = values.quantile([0.1, 0.5, 0.9])
-    return {
-        "mean": round(float(values.mean()), 2),
-        "p10": round(float(q.loc[0.1]), 2),
-        "p50": round(float(q.loc[0.5]), 2),
-        "p90": round(float(q.loc[0.9]), 2),
-        "min": round(float(values.min()), 2),
-        "max": round(float(values.max()), 2),
-    }
-
-
-def _weighted_quantile(counts, q: float) -> int:
-    """The value at quantile q of a histogram (index: value, values: how many)."""
-    cumulative = counts.cumsum()
-    return int(counts.index[int((cumulative >= q * cumulative.iloc[-1]).to_numpy().argmax())])
-
-
-def _buckets(counts, buckets: int = 16) -> list[dict]:
-    """A histogram (index: value, values: how many) regrouped into at most `buckets` equal-width ranges."""
-    import math
-
-    lo, hi = int(counts.index.min()), int(counts.index.max())
-    width = max(1, math.ceil((hi - lo + 1) / buckets))
-    out: list[dict] = []
-    for start in range(lo, hi + 1, width):
-        stop = start + width - 1
-        n = int(counts[(counts.index >= start) & (counts.index <= stop)].sum())
-        out.append({"from": start, "to": stop, "count": n})
-    return out
 
 
 def _rounded(series) -> dict[str, float]:

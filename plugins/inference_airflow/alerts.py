@@ -27,32 +27,26 @@ failed delivery of the run in its summary and log.
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 from typing import Any
 
 from airflow.sdk import BaseNotifier
 
-from inference.settings_deploy import ALERT_CHANNELS as CHANNELS
-from inference.settings_deploy import AlertSettings, alerts_from_env
+from inference_airflow.alert_channels import delivery_hint, notifiers_for, subject_of, where_of
+from inference_airflow.alert_incidents import (  # noqa: F401 - DAG_ID, FAILURE_KEY: read from this module too
+    ALERT_KEY,
+    DAG_ID,
+    FAILURE_KEY,
+    deferred_to,
+    killed_tasks,
+    name_of,
+    parse_key,
+    pull,
+)
 
 log = logging.getLogger(__name__)
 
-DAG_ID = "ticket_batch_inference"
-FAILURE_KEY = "inference_failure"  # XCom: the cause a task failed for (written by tasks.py before it fails)
-ALERT_KEY = "inference_alert"  # XCom: what this task's alert did (sent, deferred, failed channels)
-# Earlier first: a failure is a consequence only of a failure earlier in this order (or a lower map index).
-TASK_ORDER = (
-    "plan_run",
-    "infer_shard",
-    "summarize_batch",
-    "load_results",
-    "has_retries",
-    "retry_failed",
-    "summarize_retries",
-    "finish_run",
-)
 SUMMARY_FIELDS = (
     "backlog",
     "succeeded",
@@ -122,180 +116,7 @@ def alert_payload(context: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def where_of(payload: dict[str, Any]) -> str:
-    where = payload.get("task_id") or "run"
-    if payload.get("map_index") not in (None, -1):
-        where = f"{where}[{payload['map_index']}]"
-    return where
-
-
-def subject_of(payload: dict[str, Any]) -> str:
-    return f"[airflow] {payload['dag_id']} {where_of(payload)} failed ({payload['error_class'] or 'no exception'})"
-
-
-def text_of(payload: dict[str, Any]) -> str:
-    lines = [subject_of(payload)]
-    for key, value in payload.items():
-        if value in (None, ""):
-            continue
-        lines.append(f"{key}: {json.dumps(value, default=str) if isinstance(value, dict | list) else value}")
-    return "\n".join(lines)
-
-
-# --- one alert per incident -----------------------------------------------------------------------------------
-
-
-def _parse_key(key: str) -> tuple[str, int] | None:
-    """get_task_states keys: `task_id`, or `task_id_<map index>` for a mapped task instance."""
-    if key in TASK_ORDER:
-        return key, -1
-    task_id, _, index = key.rpartition("_")
-    if task_id in TASK_ORDER and index.isdigit():
-        return task_id, int(index)
-    return None
-
-
-def _earlier(a: tuple[str, int], b: tuple[str, int]) -> bool:
-    """Whether task instance `a` comes before `b` (upstream, or the same mapped task with a lower index)."""
-    ra, rb = TASK_ORDER.index(a[0]), TASK_ORDER.index(b[0])
-    return ra < rb or (ra == rb and a[1] < b[1])
-
-
-def failed_tasks(ti, run_id: str) -> dict[tuple[str, int], dict | None]:
-    """The run's failed task instances -> the cause each recorded (None: it recorded none, it was killed)."""
-    states = (ti.get_task_states(dag_id=getattr(ti, "dag_id", DAG_ID), run_ids=[run_id]) or {}).get(run_id, {})
-    out: dict[tuple[str, int], dict | None] = {}
-    for key, state in states.items():
-        parsed = _parse_key(key)
-        if parsed is None or str(state) not in ("failed", "TaskInstanceState.FAILED"):
-            continue
-        out[parsed] = _pull(ti, parsed, FAILURE_KEY)
-    return out
-
-
-def _pull(ti, where: tuple[str, int], key: str):
-    try:
-        value = ti.xcom_pull(task_ids=where[0], key=key, map_indexes=where[1])
-    except Exception:  # noqa: BLE001 - an unreadable record counts as none
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def deferred_to(context: dict[str, Any], payload: dict[str, Any]) -> str | None:
-    """Why this failure does not alert (the alert it is part of), or None when it must alert."""
-    ti = context.get("ti") or context.get("task_instance")
-    me = (payload.get("task_id"), payload.get("map_index") if payload.get("map_index") is not None else -1)
-    if ti is None or me[0] not in TASK_ORDER or not hasattr(ti, "get_task_states"):
-        return None
-    failed = failed_tasks(ti, payload["run_id"])
-    failed.pop(me, None)
-    cause = payload.get("error_class")
-    earlier = {k: v for k, v in failed.items() if _earlier(k, me)}
-    for where, record in sorted(earlier.items(), key=lambda kv: (TASK_ORDER.index(kv[0][0]), kv[0][1])):
-        if record is None:
-            continue
-        if record.get("error_class") == cause:
-            return f"same cause ({cause}) as {_name(where)}, which failed first"
-        if cause == "RunNotFound" and where[0] == "plan_run":
-            return f"plan_run failed ({record.get('error_class')}) before recording the run"
-    summary = payload.get("run_summary") or {}
-    if cause == "RunFailed" and (summary.get("unfinished_shards") or summary.get("unloaded")):
-        owners = _owners_of_unfinished(summary)
-        if owners and all(failed.get(o) is not None for o in owners):
-            return "every unfinished ticket belongs to " + ", ".join(_name(o) for o in owners) + ", which alerted"
-    return None
-
-
-def _owners_of_unfinished(summary: dict) -> list[tuple[str, int]]:
-    owners = [
-        ("infer_shard", int(k)) if int(k) >= 0 else ("retry_failed", -1) for k in summary.get("unfinished_shards") or {}
-    ]
-    if summary.get("unloaded"):
-        owners.append(("load_results", -1))
-    return owners
-
-
-def _name(where: tuple[str, int]) -> str:
-    return f"{where[0]}[{where[1]}]" if where[1] >= 0 else where[0]
-
-
-def killed_tasks(context: dict[str, Any], payload: dict[str, Any]) -> list[str]:
-    """Tasks that own unfinished tickets and failed without recording a cause (killed): named in the alert."""
-    ti = context.get("ti") or context.get("task_instance")
-    summary = payload.get("run_summary") or {}
-    if ti is None or not hasattr(ti, "get_task_states"):
-        return []
-    failed = failed_tasks(ti, payload["run_id"])
-    return [_name(o) for o in _owners_of_unfinished(summary) if o in failed and failed[o] is None]
-
-
 # --- sending -----------------------------------------------------------------------------------------------------
-
-
-def _channels(config: AlertSettings) -> list[str]:
-    wanted = [c.lower() for c in config.channels]
-    unknown = [c for c in wanted if c not in CHANNELS]
-    if unknown:
-        log.error("INFERENCE_ALERT_CHANNELS has unknown channel(s) %s; known: %s", unknown, ", ".join(CHANNELS))
-    return [c for c in wanted if c in CHANNELS]
-
-
-def notifiers_for(payload: dict[str, Any]) -> list[tuple[str, BaseNotifier]]:
-    """The configured channels' notifiers, each carrying the same safe payload."""
-    out: list[tuple[str, BaseNotifier]] = []
-    config = alerts_from_env()
-    for channel in _channels(config):
-        if channel == "email":
-            from airflow.providers.smtp.notifications.smtp import SmtpNotifier
-
-            to = list(config.email_to)
-            if not to:
-                log.error("alert channel email needs INFERENCE_ALERT_EMAIL_TO: no e-mail sent")
-                continue
-            body = "<pre>" + html.escape(text_of(payload)) + "</pre>"
-            notifier = SmtpNotifier(
-                to=to,
-                from_email=config.email_from,
-                subject=subject_of(payload),
-                html_content=body,
-                smtp_conn_id=config.smtp_conn_id,
-            )
-        elif channel == "slack":
-            from airflow.providers.slack.notifications.slack_webhook import SlackWebhookNotifier
-
-            notifier = SlackWebhookNotifier(slack_webhook_conn_id=config.slack_conn_id, text=text_of(payload))
-        else:  # webhook
-            from airflow.providers.http.notifications.http import HttpNotifier
-
-            notifier = HttpNotifier(
-                http_conn_id=config.webhook_conn_id,
-                json=payload,
-                headers={"Content-Type": "application/json"},
-                extra_options={"timeout": 10},
-            )
-        out.append((channel, notifier))
-    return out
-
-
-def delivery_hint(channel: str, exc: BaseException) -> str:
-    """A fixed hint per kind of delivery failure (never the exception's text: it can hold a URL's token)."""
-    import ssl
-
-    name = type(exc).__name__
-    if isinstance(exc, ssl.SSLError):
-        return (
-            'TLS failed: a plain SMTP server needs "disable_tls": true and "disable_ssl": true in the SMTP '
-            "connection's extra (a TLS server: its TLS port, or STARTTLS with disable_ssl)"
-        )
-    if name == "SMTPAuthenticationError":
-        return "the SMTP server refused the login: check the SMTP connection's login and password"
-    if name in ("AirflowNotFoundException", "ConnectionNotFound") or "NotFound" in name:
-        return f"the {channel} channel's Airflow connection is not defined (see README, Alerts)"
-    if isinstance(exc, ConnectionError | TimeoutError) or name in ("ConnectError", "ConnectTimeout", "Timeout"):
-        return f"nothing answered at the {channel} connection's host and port"
-    if name in ("HTTPError", "AirflowException", "SlackApiError"):
-        return f"the {channel} receiver answered with an error status"
-    return f"delivery failed ({name}): check the {channel} connection"
 
 
 def send(payload: dict[str, Any], context: dict[str, Any]) -> tuple[list[str], list[dict]]:
@@ -359,12 +180,12 @@ def delivery_failures(ti, run_id: str) -> list[dict]:
     states = (ti.get_task_states(dag_id=getattr(ti, "dag_id", DAG_ID), run_ids=[run_id]) or {}).get(run_id, {})
     out = []
     for key in states:
-        parsed = _parse_key(key)
+        parsed = parse_key(key)
         if parsed is None:
             continue
-        record = _pull(ti, parsed, ALERT_KEY)
+        record = pull(ti, parsed, ALERT_KEY)
         for failure in (record or {}).get("failed") or []:
-            out.append({"task": _name(parsed), **failure})
+            out.append({"task": name_of(parsed), **failure})
     return out
 
 

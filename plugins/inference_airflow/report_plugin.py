@@ -94,7 +94,7 @@ def _recent(limit: int) -> list[dict]:
 def _page(title: str, body: str) -> str:
     from html import escape
 
-    from inference.report.formats import CSS
+    from inference.report.pages import CSS
 
     return (
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
