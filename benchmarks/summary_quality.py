@@ -311,8 +311,19 @@ def thread_set(base: TicketSet, seed: int = 14) -> TicketSet:
             + rng.choice(signatures).format(name=name)
             + rng.choice(quotes).format(quoted=quoted, plain=plain, name=name)
         )
-    out = TicketSet("eval+thread", list(base.ids), list(base.subjects), bodies, base.labels, list(base.langs), "eval + synthetic mail tails")
-    out.tail_start = [len(model_input(su, bo.rstrip(), max_chars_for(256))[0]) for su, bo in zip(base.subjects, base.bodies)]
+    out = TicketSet(
+        "eval+thread",
+        list(base.ids),
+        list(base.subjects),
+        bodies,
+        base.labels,
+        list(base.langs),
+        "eval + synthetic mail tails",
+    )
+    out.tail_start = [
+        len(model_input(su, bo.rstrip(), max_chars_for(256))[0])
+        for su, bo in zip(base.subjects, base.bodies, strict=True)
+    ]
     out.own_texts = list(base.texts)
     return out
 
@@ -323,7 +334,15 @@ def demo_from_db(path: str) -> TicketSet | None:
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT ticket_id, subject, body FROM tickets ORDER BY ticket_id").fetchall()
     keep = [(str(i), s or "", b or "") for i, s, b in rows if model_input(s, b, max_chars_for(256))[0]]
-    return TicketSet("demo", [r[0] for r in keep], [r[1] for r in keep], [r[2] for r in keep], np.zeros(len(keep), int), ["?"] * len(keep), f"sqlite {path}")
+    return TicketSet(
+        "demo",
+        [r[0] for r in keep],
+        [r[1] for r in keep],
+        [r[2] for r in keep],
+        np.zeros(len(keep), int),
+        ["?"] * len(keep),
+        f"sqlite {path}",
+    )
 
 
 def main() -> int:
@@ -347,7 +366,10 @@ def main() -> int:
         dy,
         D1,
     )
-    heads = {"recommended": tc.RECIPES[tc.DEFAULT_RECIPE](pool), "today": tc.RECIPES["current head (examples only, w=0)"](pool)}
+    heads = {
+        "recommended": tc.RECIPES[tc.DEFAULT_RECIPE](pool),
+        "today": tc.RECIPES["current head (examples only, w=0)"](pool),
+    }
 
     demo = demo_from_db(args.db) or sets["demo"]
     targets = {"demo": demo}
@@ -361,8 +383,11 @@ def main() -> int:
         emb, spans, vecs = sentence_vectors(enc, s.texts, tag=name)
         tails = getattr(s, "tail_start", [None] * len(s))
         choices = {
-            "today": [extractive_choice(t, sp, v, e) for t, sp, v, e in zip(s.texts, spans, vecs, emb)],
-            "request": [request_choice(t, sp, v, e, heads["recommended"]) for t, sp, v, e in zip(s.texts, spans, vecs, emb)],
+            "today": [extractive_choice(t, sp, v, e) for t, sp, v, e in zip(s.texts, spans, vecs, emb, strict=True)],
+            "request": [
+                request_choice(t, sp, v, e, heads["recommended"])
+                for t, sp, v, e in zip(s.texts, spans, vecs, emb, strict=True)
+            ],
         }
         # the reference category: of the whole ticket, or for the threads of the ticket without its tail
         ref_emb = enc.embed(s.own_texts) if hasattr(s, "own_texts") else emb
@@ -373,12 +398,14 @@ def main() -> int:
                 report[name][f"category_accuracy_{hname}_head"] = {
                     "ticket_alone": round(float(np.mean(head(ref_emb).argmax(1) == s.labels)), 4),
                     "with_thread": round(float(np.mean(head(emb).argmax(1) == s.labels)), 4),
-                    "thread_cut_by_split_tail": round(float(np.mean(head(enc.embed(own_cut)).argmax(1) == s.labels)), 4),
+                    "thread_cut_by_split_tail": round(
+                        float(np.mean(head(enc.embed(own_cut)).argmax(1) == s.labels)), 4
+                    ),
                 }
         for mname, ranges in choices.items():
-            summaries = [" ".join(t[a:b] for a, b in r) for t, r in zip(s.texts, ranges)]
+            summaries = [" ".join(t[a:b] for a, b in r) for t, r in zip(s.texts, ranges, strict=True)]
             semb = enc.embed(summaries, tag=f"summary-{mname}")
-            tail = [opens_in_tail(t, r, ts) for t, r, ts in zip(s.texts, ranges, tails)]
+            tail = [opens_in_tail(t, r, ts) for t, r, ts in zip(s.texts, ranges, tails, strict=True)]
             row = {
                 "greeting_open": float(np.mean([opens_with_filler(x) for x in summaries])),
                 "only_filler": float(np.mean([only_filler(x) for x in summaries])),

@@ -56,7 +56,10 @@ class TicketSet:
 
     def __post_init__(self):
         if not self.texts:
-            self.texts = [model_input(s, b, max_chars_for(MAX_SEQ))[0] or "" for s, b in zip(self.subjects, self.bodies)]
+            self.texts = [
+                model_input(s, b, max_chars_for(MAX_SEQ))[0] or ""
+                for s, b in zip(self.subjects, self.bodies, strict=True)
+            ]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -126,7 +129,9 @@ def demo_set(n: int = 2000, seed: int = 7) -> TicketSet:
         labels.append(LABELS.index(label))
         langs.append(lang)
     # Sanity: the replay must draw exactly what the generator yields.
-    for (i, s, b), k in zip(((i, s, b) for i, s, b in gen.generate(n, seed) if i % 500 != 499), range(len(ids))):
+    for (i, s, b), k in zip(
+        ((i, s, b) for i, s, b in gen.generate(n, seed) if i % 500 != 499), range(len(ids)), strict=False
+    ):
         assert (s or "") == subjects[k] and (b or "") == bodies[k], f"demo replay diverged at ticket {i + 1}"
     return TicketSet("demo", ids, subjects, bodies, np.array(labels), langs, "inference/seed.py generate(2000, 7)")
 
@@ -243,8 +248,19 @@ def build_banking77(csv_path: str, out: Path = BANKING77) -> int:
             label = BANKING77_MAPPING.get(row["category"])
             if label:
                 n += 1
-                w.write(json.dumps({"id": f"b77-{n:04d}", "subject": "", "body": row["text"].strip(), "label": label,
-                                    "source_label": row["category"], "lang": "en"}) + "\n")
+                w.write(
+                    json.dumps(
+                        {
+                            "id": f"b77-{n:04d}",
+                            "subject": "",
+                            "body": row["text"].strip(),
+                            "label": label,
+                            "source_label": row["category"],
+                            "lang": "en",
+                        }
+                    )
+                    + "\n"
+                )
     return n
 
 

@@ -128,8 +128,9 @@ _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 
 # Frequent function words of the other languages tickets arrive in (Latin script), minus any that are
 # also English words ("die", "den", "in", "was", "also", "a", "no", "me", ...).
-OTHER_FUNCTION_WORDS = set(
-    """de la el los las del que y en un una por con para es se lo le su sus al mi mis tu pero como mas más
+OTHER_FUNCTION_WORDS = (
+    set(
+        """de la el los las del que y en un una por con para es se lo le su sus al mi mis tu pero como mas más
     muy ya hay esta está este estoy tengo puedo gracias hola porque cuando donde también sin sobre
     le les des du et est pas je vous une dans pour qui ne sur avec mon ma mes votre vos nous ce cette
     il elle sont ai bonjour merci
@@ -140,7 +141,9 @@ OTHER_FUNCTION_WORDS = set(
     um uma não com os meu minha olá obrigado obrigada você está também
     och att det som jag inte på är för med av till hej tack
     się nie w z na jest czy jak dla że mój moja dzień dobry proszę""".split()
-) - EN_FUNCTION_WORDS
+    )
+    - EN_FUNCTION_WORDS
+)
 
 
 @dataclass
@@ -288,7 +291,9 @@ for _l2 in (0.03, 0.01, 0.003):
     for _zs in (0.5, 1.0):
         RECIPES[f"logreg l2={_l2} +zs{_zs:g}"] = r_logreg(_l2, 1.0, _zs)
 
-DEFAULT_RECIPE = "logreg l2=0.003 descx12"  # chosen by the worst-set criterion below; see benchmarks/README-categories.md
+DEFAULT_RECIPE = (
+    "logreg l2=0.003 descx12"  # chosen by the worst-set criterion below; see benchmarks/README-categories.md
+)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -438,7 +443,7 @@ def main() -> int:
     flags = {}
     for name, s in sets.items():
         toks = enc.tokens(s.texts)
-        flags[name] = np.array([unreadable(readability(t, tk)) for t, tk in zip(s.texts, toks)])
+        flags[name] = np.array([unreadable(readability(t, tk)) for t, tk in zip(s.texts, toks, strict=True)])
     if args.no_flag:
         flags = {name: None for name in sets}
 
@@ -487,7 +492,9 @@ def _row(rname: str, res: dict, report_sets: list[str]) -> str:
     cells = []
     for s in report_sets:
         m = res[s]
-        cells.append(f"{s}:{m['accuracy']:.3f}/e{m['ece']:.3f}/c{m['confident_accuracy'] or 0:.3f}/u{m['uncertain_share']:.2f}")
+        cells.append(
+            f"{s}:{m['accuracy']:.3f}/e{m['ece']:.3f}/c{m['confident_accuracy'] or 0:.3f}/u{m['uncertain_share']:.2f}"
+        )
     return f"{rname:<38} " + "  ".join(cells)
 
 

@@ -84,7 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", help="run ID (default: cli__<date>__<UTC timestamp>)")
     _add_run_options(run)
 
-    bench = sub.add_parser("bench", help="throughput against peers, write rates, load, memory, overhead (BENCHMARKS.md)")
+    bench = sub.add_parser(
+        "bench", help="throughput against peers, write rates, load, memory, overhead (BENCHMARKS.md)"
+    )
     from inference.bench.cli_args import add_arguments as add_bench_arguments
 
     add_bench_arguments(bench)

@@ -16,7 +16,6 @@ from inference.heads.base import EncodedChunk, Head, HeadOutput, LoadedHead, Out
 __all__ = ["EncodedChunk", "Head", "HeadOutput", "LoadedHead", "OutputColumn", "all_heads", "configured", "get"]
 
 
-
 def _extra_modules() -> tuple[str, ...]:
     """INFERENCE_HEAD_MODULES, read through its declaration (inference.config.Settings.head_modules)."""
     from inference.config import Settings
