@@ -26,8 +26,8 @@ from summary_quality import thread_set  # noqa: E402
 from ticket_sets import LABELS, load_sets  # noqa: E402
 
 from inference.config import Settings  # noqa: E402
-from inference.evaluate import summary_shares  # noqa: E402
 from inference.predictor import load_predictor  # noqa: E402
+from inference.summary_eval import summary_shares  # noqa: E402
 
 
 def main() -> int:

@@ -69,9 +69,9 @@ def test_summaries_carry_the_request_on_the_held_out_set_and_on_mail_threads(mod
     assert shares["greeting_first"] == 0.0 and shares["only_filler"] == 0.0 and shares["quoted_first"] == 0.0
     assert shares["category_agreement"] >= 0.95, shares  # measured 0.969
 
-    from inference.evaluate import summary_shares
     from inference.examples import EVAL_SET, load_examples
     from inference.predictor import build_predictor
+    from inference.summary_eval import summary_shares
 
     examples = load_examples(EVAL_SET)[:120]
     tail = (
