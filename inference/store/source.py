@@ -43,6 +43,7 @@ from inference.config import SourceColumns
 from inference.errors import ConfigError
 from inference.records import SourceTicket, SourceVersion, TicketInput
 from inference.store.db import in_pages
+from inference.store.source_check import check as check_source
 from inference.store.source_keys import PgType, id_problem, sort_key, sqlite_key, sqlite_values, surrogate_key
 from inference.store.source_time import to_instant
 from inference.textprep import content_hash, has_text
@@ -138,12 +139,10 @@ class Source:
     def check(self, conn: sa.Connection | None = None) -> None:
         """Refuses, before anything is written, a source that cannot be read by instant and by key (ConfigError
         naming the column and the fix); see inference.store.source_check."""
-        from inference.store.source_check import check
-
         if conn is None:
             with self.engine.connect() as own:
-                return check(self, own)
-        return check(self, conn)
+                return check_source(self, own)
+        return check_source(self, conn)
 
     # --- reading ------------------------------------------------------------------------------------------------
 
