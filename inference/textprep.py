@@ -18,8 +18,8 @@ The content hash covers the raw subject and body, byte-exact, so any edit is see
 from __future__ import annotations
 
 import hashlib
-import json
 import re
+from json.encoder import encode_basestring as _encode_basestring
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -36,8 +36,15 @@ _VISIBLE_RAW = re.compile(f"[^{INVISIBLE}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]") 
 
 
 def content_hash(subject: str | None, body: str | None) -> str:
-    raw = json.dumps([subject, body], ensure_ascii=False).encode("utf-8", "surrogatepass")
+    """SHA-256 of json.dumps([subject, body], ensure_ascii=False) in UTF-8 (surrogates passed through), built
+    from the json module's own string encoder without the general encoder's per-call setup (the same bytes:
+    tests/unit/test_textprep.py)."""
+    raw = f"[{_json_string(subject)}, {_json_string(body)}]".encode("utf-8", "surrogatepass")
     return hashlib.sha256(raw).hexdigest()
+
+
+def _json_string(value: str | None) -> str:
+    return "null" if value is None else _encode_basestring(value)
 
 
 def _clean(text: str) -> str:

@@ -4,8 +4,10 @@ every configured head's outputs, staged by infer_shard with the instant engine, 
 - `load_results`: the catch-all step as a whole (read the staged rows back, validate every output, upsert,
   settle the items, resolve failures, unstage, then the retraction sweep), alone in a fresh process, after
   an infer_shard that only staged (`--stage-only`);
-- `in_shard`: what loading costs inside infer_shard, as the DAG runs it (each chunk loaded in the
-  transaction that stages it): the same run with loading, minus the run that only staged; rows / extra time.
+- `in_shard`: loading inside infer_shard, as the DAG runs it (each chunk's outputs validated and upserted from
+  memory in the transaction that settles its items, never staged): `shard_rows_per_s` is rows / the whole
+  shard's time (reading the text, claiming, the instant engine and loading: everything), `rows_per_s` is
+  rows / the time it takes over the same shard run to only stage its outputs for load_results.
 
 Updates: every ticket is edited (new text, later updated_at) and a second run loads new results over the
 existing rows.
@@ -52,6 +54,7 @@ def _in_shard(url: str, run_id: str, env: dict, stage_only_seconds: float) -> di
     extra = shard["seconds"] - stage_only_seconds
     return {
         "rows": rows,
+        "shard_rows_per_s": round(rows / shard["seconds"], 1) if shard["seconds"] else None,
         "infer_seconds": shard["seconds"],
         "infer_stage_only_seconds": stage_only_seconds,
         "rows_per_s": round(rows / extra, 1) if extra > 0 else None,

@@ -63,20 +63,20 @@ def commit(
 
     Only items still waiting for the model (planned, or failed and being retried) take this outcome:
     a late second copy of the shard (say, a zombie task) must not undo what another copy settled.
-    With a `loader`, the staged outputs are also loaded in the same transaction (read back locked, validated,
-    upserted, their items settled and unstaged, exactly as load_results would), unless they wait for the
-    Batch API's summaries. Returns the part of the outcome that was applied, and how many of its staged
-    results were loaded and are now current.
+    With a `loader`, the outputs are loaded in this same transaction instead of being staged (validated
+    against the source read again, upserted, their items settled, as load_results would), unless they wait
+    for the Batch API's summaries: staging is only for what waits. Returns the part of the outcome that was
+    applied, and how many of its results were loaded and are now current.
     """
     with writing(rt.engine) as conn:
         applied = outcome.only(items.lock_open_items(conn, run_id, outcome.ticket_ids))
-        staging.stage(conn, applied.staged)
         staged_ids = [r.ticket_id for r in applied.staged]
         loaded = 0
-        if loader is not None and not loader.waiting and staged_ids:
-            page = staging.staged_rows(conn, run_id, staged_ids)
-            loaded = loader.load(conn, page, known=set(staged_ids)).settled
+        if loader is not None and not loader.waiting:
+            if staged_ids:  # open items have no staged row: a row is staged with its item set staged, below
+                loaded = loader.load(conn, applied.staged, known=set(staged_ids), in_staging=False).settled
         else:
+            staging.stage(conn, applied.staged)
             items.set_items(conn, run_id, staged_ids, ITEM_STAGED, None)
         for reason, group in applied.skipped.items():
             items.set_items(conn, run_id, group, ITEM_SKIPPED, reason)

@@ -24,8 +24,10 @@ from inference.store.results import (
     upsert_staged,
 )
 from inference.store.retraction import sweep_deleted
-from inference.store.schema import ITEM_SKIPPED, ITEM_SUCCEEDED, inference_runs, inference_staging
+from inference.store.schema import ITEM_SKIPPED, ITEM_SUCCEEDED, inference_runs, inference_staging, ticket_results
 from inference.validate import output_checker
+
+RESULT_COLUMNS = tuple(c.name for c in ticket_results.columns)
 
 
 @timed_step("load_results")
@@ -99,11 +101,19 @@ class Loader:
         self.check, self.model_id = output_checker(rt.settings), model_id(rt.settings.model_dir)
         self.waiting = waiting_columns(rt.settings)  # filled in later by the Batch API step: such rows stay staged
 
-    def load(self, conn: sa.Connection, page: list[StagedResult], known: set[str] | None = None) -> LoadSummary:
+    def load(
+        self,
+        conn: sa.Connection,
+        page: list[StagedResult],
+        known: set[str] | None = None,
+        *,
+        in_staging: bool = True,
+    ) -> LoadSummary:
         """Writes the complete rows of `page` (those not waiting for a Batch API summary), gives each of their
         items its final state and unstages them; returns the counts. `known`: these tickets are known to have
-        an item in the run (the caller holds their locks), so that is not looked up again."""
-        return self.write(conn, self.judge(conn, page, known))
+        an item in the run (the caller holds their locks), so that is not looked up again. `in_staging=False`:
+        the page was never staged (infer_shard's outputs, in memory): written from memory, nothing to unstage."""
+        return self.write(conn, self.judge(conn, page, known), in_staging=in_staging)
 
     def judge(self, conn: sa.Connection, page: list[StagedResult], known: set[str] | None = None) -> Judged:
         """The page against the source's current text (read now), the run's items and the output checks."""
@@ -132,14 +142,14 @@ class Loader:
                 out.valid.append(_result_row(staged, current, self.model_id, now))
         return out
 
-    def write(self, conn: sa.Connection, judged: Judged) -> LoadSummary:
+    def write(self, conn: sa.Connection, judged: Judged, *, in_staging: bool = True) -> LoadSummary:
         """Upserts the valid rows, settles every judged item and unstages the page, in the caller's transaction."""
         run_id, version = self.run_id, self.version
         if not judged.ids:
             return LoadSummary(run_id)
         valid = judged.valid
         now_current = current_model_version(conn)
-        if conn.dialect.name == "postgresql":  # straight from the locked staged rows: no second copy of the outputs
+        if in_staging and conn.dialect.name == "postgresql":  # from the locked staged rows: no second copy sent
             at = {r["ticket_id"]: r["source_updated_at"] for r in valid}
             written = upsert_staged(conn, run_id, at, self.model_id, judged.now, now_current)
         else:
@@ -155,7 +165,8 @@ class Loader:
         rejected = [*judged.invalid, *settled.stale]
         failures.record_failures(conn, run_id, version, rejected, self.rt.settings.max_attempts)
         orphans = set(judged.orphans)
-        staging.unstage(conn, run_id, [t for t in judged.ids if t not in orphans])
+        if in_staging:
+            staging.unstage(conn, run_id, [t for t in judged.ids if t not in orphans])
         return LoadSummary(
             run_id,
             written=len(written) + len(settled.written),
@@ -188,7 +199,9 @@ class Loader:
 
 
 def _result_row(staged: StagedResult, current: SourceVersion, mid: str, now) -> dict:
-    row = staged.to_result_row(mid, now)
+    """Every column of ticket_results (outputs of heads not configured are NULL, as read back from staging)."""
+    row = dict.fromkeys(RESULT_COLUMNS)
+    row.update(staged.to_result_row(mid, now))
     row["source_updated_at"] = current.version_at  # the same text; its version time may have moved either way
     return row
 

@@ -254,8 +254,17 @@ def utcnow() -> dt.datetime:
 IN_PAGE = 1000  # IN-list size per statement: well under every driver's parameter limit
 
 
+def ids_in(conn: sa.Connection, col: sa.ColumnElement) -> sa.ColumnElement[bool]:
+    """`col` is one of the page of text IDs bound as "ids": on PostgreSQL `col = ANY(:ids)`, one array parameter
+    (SQLAlchemy's expanding IN list costs the client a named parameter per ID, more than the server's work);
+    elsewhere the expanding IN list."""
+    if conn.dialect.name == "postgresql":
+        return col == sa.any_(sa.bindparam("ids", type_=postgresql.ARRAY(sa.Text)))
+    return col.in_(sa.bindparam("ids", expanding=True))
+
+
 def in_pages(ids: Iterable, size: int = IN_PAGE) -> Iterator[list]:
-    """Sorted, de-duplicated pages of IDs for `col.in_(bindparam("ids", expanding=True))` statements.
+    """Sorted, de-duplicated pages of IDs for statements on `ids_in` (or `col.in_(bindparam("ids", expanding=True))`).
 
     Sorted so that every writer locks rows in the same order (no deadlocks between concurrent steps)."""
     ordered = sorted(set(ids))

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from inference.records import Failure
 from inference.store import schema as s
-from inference.store.db import in_pages, insert_for, utcnow
+from inference.store.db import ids_in, in_pages, insert_for, utcnow
 
 
 def record_failures(
@@ -22,9 +22,7 @@ def record_failures(
     if not failures:
         return {}
     i, f = s.inference_run_items.c, s.ticket_failures.c
-    stmt = sa.select(i.ticket_id, i.attempts).where(
-        i.run_id == run_id, i.ticket_id.in_(sa.bindparam("ids", expanding=True))
-    )
+    stmt = sa.select(i.ticket_id, i.attempts).where(i.run_id == run_id, ids_in(conn, i.ticket_id))
     attempts: dict[str, int] = {}
     for page in in_pages(x.ticket_id for x in failures):
         attempts.update(conn.execute(stmt, {"ids": page}).all())
@@ -60,7 +58,7 @@ def resolve_failures(conn: sa.Connection, ticket_ids: Sequence[str]) -> None:
     f = s.ticket_failures.c
     stmt = (
         sa.update(s.ticket_failures)
-        .where(f.ticket_id.in_(sa.bindparam("ids", expanding=True)), f.status != s.FAILURE_RESOLVED)
+        .where(ids_in(conn, f.ticket_id), f.status != s.FAILURE_RESOLVED)
         .values(status=s.FAILURE_RESOLVED, updated_at=utcnow())
     )
     for page in in_pages(ticket_ids):

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 import sqlalchemy as sa
 
 from inference.store import schema as s
-from inference.store.db import in_pages
+from inference.store.db import ids_in, in_pages
 
 ITEM_INSERT_PAGE = 5000
 
@@ -42,7 +42,7 @@ def lock_open_items(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str])
             sa.select(i.ticket_id)
             .where(
                 i.run_id == run_id,
-                i.ticket_id.in_(sa.bindparam("ids", expanding=True)),
+                ids_in(conn, i.ticket_id),
                 i.status.in_([s.ITEM_PLANNED, s.ITEM_FAILED]),
             )
             .order_by(i.ticket_id)
@@ -58,7 +58,7 @@ def claim(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> None:
     i = s.inference_run_items.c
     stmt = (
         sa.update(s.inference_run_items)
-        .where(i.run_id == run_id, i.ticket_id.in_(sa.bindparam("ids", expanding=True)))
+        .where(i.run_id == run_id, ids_in(conn, i.ticket_id))
         .values(attempts=i.attempts + 1)
     )
     for page in in_pages(ticket_ids):
@@ -69,7 +69,7 @@ def set_items(conn: sa.Connection, run_id: str, ticket_ids: Iterable[str], statu
     i = s.inference_run_items.c
     stmt = (
         sa.update(s.inference_run_items)
-        .where(i.run_id == run_id, i.ticket_id.in_(sa.bindparam("ids", expanding=True)))
+        .where(i.run_id == run_id, ids_in(conn, i.ticket_id))
         .values(status=status, reason=reason)
     )
     for page in in_pages(ticket_ids):
@@ -114,5 +114,5 @@ def unfinished_by_shard(conn: sa.Connection, run_id: str) -> tuple[dict[int, int
 def item_ids(conn: sa.Connection, run_id: str, ticket_ids: Iterable[str]) -> set[str]:
     """Which of these tickets have an item in the run (a staged row without one is never written)."""
     i = s.inference_run_items.c
-    stmt = sa.select(i.ticket_id).where(i.run_id == run_id, i.ticket_id.in_(sa.bindparam("ids", expanding=True)))
+    stmt = sa.select(i.ticket_id).where(i.run_id == run_id, ids_in(conn, i.ticket_id))
     return {t for page in in_pages(ticket_ids) for t in conn.scalars(stmt, {"ids": page})}

@@ -296,20 +296,23 @@ class Source:
         for key in page:
             yield from self._page(conn, [key], stmt, text)
 
-    def _winners(self, conn: sa.Connection, keys: Iterable[str], make: Callable[[sa.Row, str], Any]) -> dict[str, Any]:
-        """key -> make(row, digest) of the key's newest row (then the highest content hash: deterministic)."""
+    def _winners(
+        self, conn: sa.Connection, keys: Iterable[str], make: Callable[[sa.Row, str, dt.datetime], Any]
+    ) -> dict[str, Any]:
+        """key -> make(row, digest, version time) of the key's newest row (then the highest content hash:
+        deterministic)."""
         best: dict[str, tuple[dt.datetime, str, Any]] = {}
         for row in self._rows_for_keys(conn, keys, self._select()):
             key, digest, version = self.key_of(row[0]), content_hash(row[1], row[2]), self._version(row)
             seen = best.get(key)
             if seen is None or (version, digest) > seen[:2]:
-                best[key] = (version, digest, make(row, digest))
+                best[key] = (version, digest, make(row, digest, version))
         return {key: value for key, (_, _, value) in best.items()}
 
     def by_ids(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> dict[str, SourceTicket]:
         """Current rows (whole text) for these keys; keys that no longer exist are absent from the answer."""
         return self._winners(
-            conn, ticket_ids, lambda row, _d: SourceTicket(self.key_of(row[0]), row[1], row[2], self._version(row))
+            conn, ticket_ids, lambda row, _d, at: SourceTicket(self.key_of(row[0]), row[1], row[2], at)
         )
 
     def model_inputs(
@@ -318,15 +321,15 @@ class Source:
         """Current model inputs and content hashes for these keys: `text_of(subject, body)` (the predictor's
         input policy: `Predictor.input_text`) is applied to each row as it is read; whole texts are not kept."""
 
-        def make(row, digest: str) -> TicketInput:
+        def make(row, digest: str, at: dt.datetime) -> TicketInput:
             text, cut = text_of(row[1], row[2])
-            return TicketInput(self.key_of(row[0]), self._version(row), digest, text, cut)
+            return TicketInput(self.key_of(row[0]), at, digest, text, cut)
 
         return self._winners(conn, ticket_ids, make)
 
     def versions(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> dict[str, SourceVersion]:
         """What each ticket is now (content hash of its current text, version time), no text kept."""
-        return self._winners(conn, ticket_ids, lambda row, digest: SourceVersion(digest, self._version(row)))
+        return self._winners(conn, ticket_ids, lambda _row, digest, at: SourceVersion(digest, at))
 
     def existing(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> set[str]:
         """Which of these keys the source still holds (reads IDs only)."""

@@ -10,7 +10,7 @@ from inference import heads
 from inference.records import StagedResult
 from inference.store import schema as s
 from inference.store.bulk import copy_into_temp
-from inference.store.db import in_pages, insert_for
+from inference.store.db import ids_in, in_pages, insert_for
 
 
 def stage(conn: sa.Connection, results: Sequence[StagedResult]) -> None:
@@ -57,7 +57,7 @@ def staged_rows(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> 
     st = s.inference_staging.c
     stmt = (
         sa.select(s.inference_staging)
-        .where(st.run_id == run_id, st.ticket_id.in_(sa.bindparam("ids", expanding=True)))
+        .where(st.run_id == run_id, ids_in(conn, st.ticket_id))
         .order_by(st.run_id, st.ticket_id)
         .with_for_update()
     )
@@ -74,9 +74,7 @@ def _results(conn: sa.Connection, stmt, params: dict | None = None) -> list[Stag
 
 def unstage(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> None:
     st = s.inference_staging.c
-    stmt = sa.delete(s.inference_staging).where(
-        st.run_id == run_id, st.ticket_id.in_(sa.bindparam("ids", expanding=True))
-    )
+    stmt = sa.delete(s.inference_staging).where(st.run_id == run_id, ids_in(conn, st.ticket_id))
     for page in in_pages(ticket_ids):
         conn.execute(stmt, {"ids": page})
 

@@ -121,7 +121,7 @@ def test_a_refused_write_alerts_once_with_the_fix_and_no_ticket_text(
     dag, alert_env, webhook, plain_smtp, airflow_db, capfd, caplog
 ):
     """A CHECK constraint refuses the results (PostgreSQL quotes the failing row in its DETAIL). The shard loads
-    each chunk in the transaction that stages it, so infer_shard[0] fails at once (no retry) and alerts once;
+    each chunk in the transaction that settles its items, so infer_shard[0] fails at once (no retry) and alerts once;
     nothing stays staged, so the catch-all load_results has nothing to load; finish_run fails its reconciliation
     because of the shard and does not alert again. The e-mail channel cannot deliver (TLS against a plain
     server): logged at error level, and in the run's summary."""

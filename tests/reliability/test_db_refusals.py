@@ -67,26 +67,26 @@ def refuse_by_check(engine: sa.Engine) -> str:
 
 
 def refuse_by_trigger(engine: sa.Engine) -> str:
-    """inference_staging refuses rows holding the canary; the PostgreSQL trigger even puts the row in its DETAIL."""
+    """ticket_results refuses rows holding the canary; the PostgreSQL trigger even puts the row in its DETAIL."""
     with engine.begin() as conn:
         if engine.dialect.name == "sqlite":
             conn.exec_driver_sql(
-                "CREATE TRIGGER tr_no_canary BEFORE INSERT ON inference_staging "
+                "CREATE TRIGGER tr_no_canary BEFORE INSERT ON ticket_results "
                 f"WHEN instr(coalesce(NEW.summary, ''), '{CANARY}') > 0 "
-                "BEGIN SELECT RAISE(ABORT, 'staging refused by policy'); END"
+                "BEGIN SELECT RAISE(ABORT, 'results refused by policy'); END"
             )
         else:
             conn.exec_driver_sql(
                 "CREATE OR REPLACE FUNCTION tr_no_canary() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
                 f"IF strpos(coalesce(NEW.summary, ''), '{CANARY}') > 0 THEN "
-                "RAISE EXCEPTION 'staging refused by policy' USING DETAIL = 'row: ' || NEW.summary; END IF; "
+                "RAISE EXCEPTION 'results refused by policy' USING DETAIL = 'row: ' || NEW.summary; END IF; "
                 "RETURN NEW; END $$"
             )
             conn.exec_driver_sql(
-                "CREATE TRIGGER tr_no_canary BEFORE INSERT ON inference_staging "
+                "CREATE TRIGGER tr_no_canary BEFORE INSERT ON ticket_results "
                 "FOR EACH ROW EXECUTE FUNCTION tr_no_canary()"
             )
-    return "staging refused by policy"
+    return "results refused by policy"
 
 
 REFUSALS = {"check constraint": refuse_by_check, "trigger": refuse_by_trigger}

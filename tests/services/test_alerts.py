@@ -157,7 +157,7 @@ def test_sigkilled_shard_still_alerts_through_finish_run(airflow, seed, receiver
         if ti is not None and ti["state"] in ("success", "failed", "upstream_failed", "skipped"):
             pytest.fail(f"infer_shard ended ({ti['state']}) before it could be killed: seed more tickets")
         if ti is not None and ti["state"] == "running":
-            counts = view.item_counts(run_id)  # infer_shard loads each chunk as it commits: staged, then succeeded
+            counts = view.item_counts(run_id)  # infer_shard loads each chunk as it commits: succeeded
             staged = counts.get("staged", 0) + counts.get("succeeded", 0)
             proc = _task_runner(ti["id"]) if staged >= airflow.chunk_size else None
             if proc is not None:

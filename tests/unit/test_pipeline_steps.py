@@ -203,6 +203,43 @@ def test_a_ticket_edited_after_inference_is_not_written_with_its_old_text(engine
     assert sorted(stored) == sorted(ids)
 
 
+def test_a_loading_shard_writes_results_without_staging_and_still_refuses_text_edited_meanwhile(engine, settings):
+    """infer_shard(load=True), as the DAG runs it: outputs go from memory to ticket_results in the transaction that
+    settles their items (staging is only for what waits: a trigger refusing every staged row changes nothing),
+    and a ticket edited while the model ran is still judged against its text read again: stale, retried."""
+    add(engine, 6)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TRIGGER no_staging BEFORE INSERT ON inference_staging BEGIN SELECT RAISE(ABORT, 'staged'); END"
+        )
+    encoder = StandInEncoder()
+    predictor = build_predictor(settings, encoder)  # encodes the heads' examples: before the hook below
+
+    def edit_ticket_2(batch_ids, output):
+        if len(batch_ids) == 1:  # the self-check's passes, before the chunk of ticket 2 is read
+            return
+        with writing(engine) as conn:
+            conn.execute(
+                sa.update(tickets)
+                .where(tickets.c.ticket_id == 2, tickets.c.body != "Edited while the model ran.")
+                .values(body="Edited while the model ran.", updated_at=AT + dt.timedelta(minutes=5))
+            )
+
+    encoder.on_forward = edit_ticket_2
+    plan_run(settings, "run-1", WINDOW, RunOptions(shards=1))
+    shard = infer_shard(settings, "run-1", 0, predictor=predictor, load=True)
+    assert (shard.staged, shard.loaded) == (6, 5)
+    assert statuses(engine, "run-1")["2"] == ("failed", "stale_input")
+    assert sorted(r.ticket_id for r in table(engine, ticket_results)) == ["1", "3", "4", "5", "6"]
+    assert table(engine, inference_staging) == []
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TRIGGER no_staging")
+    retry_failed(settings, "run-1", predictor=predictor_for(settings))
+    assert finish_run(settings, "run-1")["succeeded"] == 6
+    stored = {r.ticket_id: r.content_hash for r in table(engine, ticket_results)}
+    assert stored["2"] == content_hash(TEXTS[2 % len(TEXTS)][0], "Edited while the model ran.")
+
+
 def test_a_ticket_deleted_after_planning_is_skipped_with_its_reason(engine, settings):
     add(engine, 5)
     plan_run(settings, "run-1", WINDOW)

@@ -204,3 +204,25 @@ def test_estimate_tokens_positive_bounded_and_monotonic(n, extra, cap):
     large = estimate_tokens(None, "x" * (n + extra), cap)
     assert 1 <= small <= large <= cap
     assert estimate_tokens(None, None, cap) >= 1
+
+
+def _hash_as_defined(subject, body) -> str:
+    """The definition stored hashes were made with (results of earlier releases must still match)."""
+    import hashlib
+    import json
+
+    raw = json.dumps([subject, body], ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(raw).hexdigest()
+
+
+def test_content_hash_keeps_its_definition_on_known_values():
+    assert (
+        content_hash("Refund", "charged twice") == "9c11b3b5d8caf26079e0e2fb4b5ff8b587a066b60e500d8fb68385be6685490c"
+    )  # sha256 of '["Refund", "charged twice"]'
+    for subject, body in [(None, None), ("", ""), ('q"uote\\', "tab\tnl\nnul\x00del\x7f"), ("\u2028é漢", "\ud800")]:
+        assert content_hash(subject, body) == _hash_as_defined(subject, body)
+
+
+@given(st.one_of(st.none(), st.text()), st.one_of(st.none(), st.text()))
+def test_content_hash_equals_the_json_definition(subject, body):
+    assert content_hash(subject, body) == _hash_as_defined(subject, body)
