@@ -5,9 +5,12 @@ every configured head's outputs, staged by infer_shard with the instant engine, 
   settle the items, resolve failures, unstage, then the retraction sweep), alone in a fresh process, after
   an infer_shard that only staged (`--stage-only`);
 - `in_shard`: loading inside infer_shard, as the DAG runs it (each chunk's outputs validated and upserted from
-  memory in the transaction that settles its items, never staged): `shard_rows_per_s` is rows / the whole
-  shard's time (reading the text, claiming, the instant engine and loading: everything), `rows_per_s` is
-  rows / the time it takes over the same shard run to only stage its outputs for load_results.
+  memory in the transaction that settles its items, never staged). Three rates, strictest first:
+  `shard_rows_per_s` = rows / the whole shard's time (reading the text, claiming, the instant engine and
+  loading: everything); `commit_rows_per_s` = rows / the time spent in the shard's chunk transactions (lock
+  the items, read the source again, validate every output, upsert, settle the items, resolve failures, the
+  chunk's metrics row); `rows_per_s` = rows / the time the shard takes over the same shard only staging its
+  outputs for load_results.
 
 Updates: every ticket is edited (new text, later updated_at) and a second run loads new results over the
 existing rows.
@@ -55,6 +58,8 @@ def _in_shard(url: str, run_id: str, env: dict, stage_only_seconds: float) -> di
     return {
         "rows": rows,
         "shard_rows_per_s": round(rows / shard["seconds"], 1) if shard["seconds"] else None,
+        "commit_rows_per_s": round(rows / commits, 1) if (commits := shard["result"]["commit_seconds"]) else None,
+        "commit_seconds": commits,
         "infer_seconds": shard["seconds"],
         "infer_stage_only_seconds": stage_only_seconds,
         "rows_per_s": round(rows / extra, 1) if extra > 0 else None,

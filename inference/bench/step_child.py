@@ -9,8 +9,10 @@ STEP: plan_run, infer_shard, load_results, has_retries, retry_failed, finish_run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
+import threading
 import time
 
 ENGINES = ("model", "standin", "instant")
@@ -33,6 +35,34 @@ def predictor_for(settings, engine: str, fail_every: int = 0):
     return instant_predictor(settings, version, fail_every)
 
 
+class _Clock:
+    def __init__(self) -> None:
+        self.seconds, self.lock = 0.0, threading.Lock()
+
+
+@contextlib.contextmanager
+def _commit_clock():
+    """Time spent in infer_step.commit (the write-behind thread's transactions: lock the items, stage or load
+    the chunk, settle, record failures and the chunk's metrics), summed over the shard. Benchmark only."""
+    from inference.pipeline import infer_step
+
+    clock, original = _Clock(), infer_step.commit
+
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            with clock.lock:  # the write-behind thread, and the main thread for items redone one at a time
+                clock.seconds += time.perf_counter() - started
+
+    infer_step.commit = timed
+    try:
+        yield clock
+    finally:
+        infer_step.commit = original
+
+
 def run(args) -> dict:
     from inference import pipeline
     from inference.config import settings_from_env
@@ -50,7 +80,9 @@ def run(args) -> dict:
     elif args.step == "infer_shard":
         predictor = predictor_for(settings, args.engine, args.fail_every)
         load = not args.stage_only  # as the DAG and the CLI run it: each chunk loaded as it commits
-        result = pipeline.infer_shard(settings, args.run_id, args.shard, predictor=predictor, load=load).as_dict()
+        with _commit_clock() as clock:
+            result = pipeline.infer_shard(settings, args.run_id, args.shard, predictor=predictor, load=load).as_dict()
+        result["commit_seconds"] = round(clock.seconds, 3)
     elif args.step == "retry_failed":
         result = pipeline.retry_failed(settings, args.run_id, predictor=predictor_for(settings, args.engine)).as_dict()
     elif args.step == "load_results":
