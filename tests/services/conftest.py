@@ -165,10 +165,11 @@ def unknown_option_scenario(airflow) -> Scenario:
 
 @pytest.fixture(scope="session")
 def alert_scenario(airflow) -> Scenario:
-    """40 tickets on 2026-06-20, all carrying TEXT_CANARY in their text. A PostgreSQL trigger corrupts the
-    staged category of five of them (as a broken storage layer or a bad model build would), so the real
-    validation in load_results rejects them on every attempt, they are dead-lettered, and finish_run fails
-    the run for its failure rate (5/40 > 5%): the task-level alert fires on every channel."""
+    """40 tickets on 2026-06-20, all carrying TEXT_CANARY in their text. Five of them are rewritten in the
+    source whenever the run takes them to the model or stages them (scenarios.prepare_alert_tickets), so the
+    real check before writing (the text read again must be the text the model saw) rejects them on every
+    attempt, they are dead-lettered, and finish_run fails the run for its failure rate (5/40 > 5%): the
+    task-level alert fires on every channel."""
     day = ALERT_DAY
     run = airflow.trigger(
         {"window_start": day.isoformat(), "window_end": day.isoformat()}, run_id=unique_run_id("alert__")

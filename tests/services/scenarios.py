@@ -33,9 +33,12 @@ ALERT_TAMPERED = ("3003", "3011", "3019", "3027", "3035")
 
 
 def prepare_alert_tickets(url: str) -> None:
-    """The alert scenario's data, set up before any task runs (DDL on inference_staging would wait for the
-    locks of running tasks): the canary in the text of tickets 3001..3040, and the trigger that corrupts
-    the staged outputs of ALERT_TAMPERED."""
+    """The alert scenario's data, set up before any task runs (DDL on the inference tables would wait for the
+    locks of running tasks): the canary in the text of tickets 3001..3040, and tickets ALERT_TAMPERED edited
+    again and again, as a ticket is that an integration keeps rewriting: each time the run takes one to the
+    model (its attempt is counted) or stages its outputs, a character is appended to its body (in the source,
+    by the admin role: SECURITY DEFINER). So every attempt finds, when it checks the text again before writing,
+    that the text changed since it was read: stale_input, retried, until dead-lettered."""
     import sqlalchemy as sa
 
     engine = sa.create_engine(url)
@@ -53,15 +56,18 @@ def prepare_alert_tickets(url: str) -> None:
             conn.execute(
                 sa.text(
                     """
-                    CREATE FUNCTION svc_tamper_staged() RETURNS trigger LANGUAGE plpgsql AS $$
+                    CREATE FUNCTION svc_tamper_edit() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = public AS $$
                     BEGIN
                         IF EXISTS (SELECT 1 FROM svc_tamper WHERE ticket_id = NEW.ticket_id) THEN
-                            NEW.category := 'tampered';
+                            UPDATE tickets SET body = body || '.' WHERE ticket_id = CAST(NEW.ticket_id AS bigint);
                         END IF;
-                        RETURN NEW;
+                        RETURN NULL;
                     END $$;
-                    CREATE TRIGGER svc_tamper_staged BEFORE INSERT OR UPDATE ON inference_staging
-                        FOR EACH ROW EXECUTE FUNCTION svc_tamper_staged();
+                    CREATE TRIGGER svc_tamper_claimed AFTER UPDATE OF attempts ON inference_run_items
+                        FOR EACH ROW EXECUTE FUNCTION svc_tamper_edit();
+                    CREATE TRIGGER svc_tamper_staged AFTER INSERT ON inference_staging
+                        FOR EACH ROW EXECUTE FUNCTION svc_tamper_edit();
                     """
                 )
             )

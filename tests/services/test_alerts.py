@@ -100,10 +100,10 @@ def test_failed_run_alerts_every_channel_with_ids_and_no_ticket_text(airflow, al
     assert states["plan_run"] == states["infer_shard[0]"] == states["load_results"] == "success", states
     assert states["retry_failed"] == "success" and states["finish_run"] == "failed", states
 
-    # The corrupted outputs were rejected by validation on every attempt and dead-lettered; nothing written.
+    # Rewritten while each attempt ran: never written with text that is no longer the ticket's; dead-lettered.
     failures = view.failures(run_id)
     assert sorted(f.ticket_id for f in failures) == sorted(bad)
-    assert {(f.error_class, f.status) for f in failures} == {("invalid_output", "dead_letter")}
+    assert {(f.error_class, f.status) for f in failures} == {("stale_input", "dead_letter")}
     assert not view.results(bad)
     row = view.run_row(run_id)
     assert (row.status, row.backlog, row.failed, row.succeeded) == ("failed", 40, 5, 35)
