@@ -84,17 +84,14 @@ def test_schedule_is_the_previous_day_at_0200_utc(dag):
 
 
 def test_task_graph_and_routing(dag):
+    from inference_airflow.alert_incidents import TASK_ORDER
+
     tasks = {t.task_id: t for t in dag.tasks}
-    assert set(tasks) == {
-        "plan_run",
-        "infer_shard",
-        "summarize_batch",
-        "load_results",
-        "has_retries",
-        "retry_failed",
-        "summarize_retries",
-        "finish_run",
-    }
+    # The one-alert-per-incident rules order failures by TASK_ORDER: it must hold every task, upstream first.
+    assert set(tasks) == set(TASK_ORDER) and len(TASK_ORDER) == len(set(TASK_ORDER)) == 8
+    for task in dag.tasks:
+        for child in task.downstream_task_ids:
+            assert TASK_ORDER.index(task.task_id) < TASK_ORDER.index(child), (task.task_id, child)
     assert tasks["infer_shard"].pool == tasks["retry_failed"].pool == "gpu"
     assert tasks["infer_shard"].queue == tasks["retry_failed"].queue == "gpu"
     assert {t.queue for t in dag.tasks if t.task_id not in ("infer_shard", "retry_failed")} == {"default"}
