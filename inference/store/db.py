@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from inference.errors import (
+    ConfigError,
     DatabaseError,
     DatabaseFull,
     DatabaseRefused,
@@ -65,6 +66,13 @@ def _make_engine(url: str, **kwargs) -> sa.Engine:
         sa.event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     if parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":  # no driver named: SQLAlchemy 2.1 would take psycopg 3 if installed
+            parsed = parsed.set(drivername="postgresql+psycopg2")
+        elif parsed.get_driver_name() != "psycopg2":
+            raise ConfigError(
+                f"the database URL names the driver {parsed.get_driver_name()!r}: the pipeline writes in bulk with "
+                "psycopg2's COPY; use postgresql+psycopg2://... (or postgresql://, which means the same here)"
+            )
         # The URL's own libpq options (e.g. from the tickets_db connection's extra) are kept, UTC added.
         query = parsed.query
         connect_args = {
@@ -72,7 +80,7 @@ def _make_engine(url: str, **kwargs) -> sa.Engine:
             "connect_timeout": int(query.get("connect_timeout") or 10),
             "application_name": query.get("application_name") or "ticket-inference",
         }
-        return sa.create_engine(url, connect_args=connect_args, pool_pre_ping=True, **kwargs)
+        return sa.create_engine(parsed, connect_args=connect_args, pool_pre_ping=True, **kwargs)
     return sa.create_engine(url, **kwargs)
 
 
