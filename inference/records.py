@@ -79,6 +79,7 @@ class TicketInput:
     content_hash: str
     text: str | None  # None: nothing to embed (empty_input)
     cut: bool  # cut at max_chars before tokenizing
+    row_version: str | None = None  # the source rows' versions when read (PostgreSQL tables; Source docs)
 
 
 @dataclass(frozen=True, slots=True)

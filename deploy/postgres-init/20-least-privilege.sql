@@ -1,5 +1,5 @@
 -- Least privilege for the pipeline (README, "Least privilege"): a login role that can read only the five
--- source columns the pipeline uses and owns its own tables, in a schema of its own. Nothing else: no other
+-- source columns the pipeline uses (and, on a table, the system columns of its row versions) and owns its own tables, in a schema of its own. Nothing else: no other
 -- column of the source, no write to it, no other schema, no superuser or CREATEDB.
 --
 -- Run it as the source table's owner or a superuser, in the tickets database, once the source table exists:
@@ -56,6 +56,13 @@ GRANT CONNECT, TEMPORARY ON DATABASE :"tickets_db" TO :"pipeline_role";
 -- Read the source: its schema, and only the columns the pipeline reads.
 GRANT USAGE ON SCHEMA :"source_schema" TO :"pipeline_role";
 GRANT SELECT (:source_columns) ON :"source_schema".:"source_table" TO :"pipeline_role";
+-- And, on a table, its rows' system columns: infer then knows an unchanged ticket by its row versions instead of
+-- reading its text again before writing (README, "Least privilege"). A view has none.
+SELECT c.relkind IN ('r', 'p') AS source_is_table FROM pg_class c
+ WHERE c.oid = CAST(quote_ident(:'source_schema') || '.' || quote_ident(:'source_table') AS regclass) \gset
+\if :source_is_table
+  GRANT SELECT (tableoid, ctid, xmin) ON :"source_schema".:"source_table" TO :"pipeline_role";
+\endif
 
 -- Own its tables: the first run creates them in this schema, owned by the role (so later runs need no CREATE,
 -- and `python -m inference db upgrade` runs as this role too).

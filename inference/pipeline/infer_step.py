@@ -6,7 +6,7 @@ import datetime as dt
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from inference.config import Settings
@@ -19,7 +19,7 @@ from inference.pipeline.progress import Progress
 from inference.pipeline.runtime import Runtime, log
 from inference.pipeline.steptimes import timed_step
 from inference.predictor import ChunkOutcome, Predictor, PreparedChunk, load_predictor
-from inference.records import Failure, FailureKind, InferSummary, RetrySummary
+from inference.records import Failure, FailureKind, InferSummary, RetrySummary, SourceVersion, TicketInput
 from inference.store import failures, items, metrics, runs, staging
 from inference.store.db import utcnow, writing
 from inference.store.schema import ITEM_SKIPPED, ITEM_STAGED
@@ -58,6 +58,7 @@ def commit(
     outcome: ChunkOutcome,
     task: TaskInfo | None = None,
     loader: Loader | None = None,
+    as_read: Mapping[str, tuple[str, SourceVersion]] | None = None,
 ) -> tuple[ChunkOutcome, int]:
     """Outputs, skips, failures and metrics of one chunk: all of them or none.
 
@@ -65,7 +66,8 @@ def commit(
     a late second copy of the shard (say, a zombie task) must not undo what another copy settled.
     With a `loader`, the outputs are loaded in this same transaction instead of being staged (validated
     against the source read again, upserted, their items settled, as load_results would), unless they wait
-    for the Batch API's summaries: staging is only for what waits. Returns the part of the outcome that was
+    for the Batch API's summaries: staging is only for what waits (`as_read`: the inputs' row versions as the
+    model read them, see `read_as`). Returns the part of the outcome that was
     applied, and how many of its results were loaded and are now current.
     """
     with writing(rt.engine) as conn:
@@ -74,7 +76,8 @@ def commit(
         loaded = 0
         if loader is not None and not loader.waiting:
             if staged_ids:  # open items have no staged row: a row is staged with its item set staged, below
-                loaded = loader.load(conn, applied.staged, known=set(staged_ids), in_staging=False).settled
+                known = set(staged_ids)
+                loaded = loader.load(conn, applied.staged, known, in_staging=False, as_read=as_read).settled
         else:
             staging.stage(conn, applied.staged)
             items.set_items(conn, run_id, staged_ids, ITEM_STAGED, None)
@@ -85,6 +88,16 @@ def commit(
         if task is not None:
             _record_chunk(conn, run_id, task, outcome, applied)
     return applied, loaded
+
+
+def read_as(tickets: Iterable[TicketInput]) -> dict[str, tuple[str, SourceVersion]]:
+    """What the model read of each ticket, for the check before writing: its rows' versions (where the
+    source has them) and its content hash and version time then."""
+    return {
+        t.ticket_id: (t.row_version, SourceVersion(t.content_hash, t.version_at))
+        for t in tickets
+        if t.row_version is not None
+    }
 
 
 def _record_chunk(conn, run_id: str, task: TaskInfo, outcome: ChunkOutcome, applied: ChunkOutcome) -> None:
@@ -152,7 +165,7 @@ def process(
     with rt.engine.connect() as conn:
         current = rt.source.model_inputs(conn, ticket_ids, predictor.input_text)
     outcome = predictor.compute(run_id, ticket_ids, current)
-    tally.add(*commit(rt, run_id, predictor.version, outcome, task, loader))
+    tally.add(*commit(rt, run_id, predictor.version, outcome, task, loader, read_as(current.values())))
 
 
 def _crashed_too_often(
@@ -226,7 +239,9 @@ def infer_shard(
         task = TaskInfo("infer_shard", shard, utcnow())
         tally = _Tally(InferSummary(run_id, shard), Progress(run_id, "infer_shard", shard, total, done))
         loader = Loader(rt, run_id, predictor.version) if load else None
-        writer = WriteBehind(lambda outcome: tally.add(*commit(rt, run_id, predictor.version, outcome, task, loader)))
+        writer = WriteBehind(
+            lambda done: tally.add(*commit(rt, run_id, predictor.version, done[0], task, loader, done[1]))
+        )
         try:
             for page, prepared in prefetched(_pages(rt, predictor, run_id, shard)):
                 for ticket_id, attempts in page:
@@ -237,7 +252,7 @@ def infer_shard(
                 if prepared.ticket_ids:
                     with writing(rt.engine) as conn:
                         items.claim(conn, run_id, prepared.ticket_ids)
-                    writer.submit(predictor.run(run_id, prepared))
+                    writer.submit((predictor.run(run_id, prepared), read_as(prepared.tickets)))
         finally:
             writer.close()
         s = tally.summary

@@ -4,6 +4,7 @@ retraction sweep (results of tickets deleted from the source)."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -108,21 +109,30 @@ class Loader:
         known: set[str] | None = None,
         *,
         in_staging: bool = True,
+        as_read: Mapping[str, tuple[str, SourceVersion]] | None = None,
     ) -> LoadSummary:
         """Writes the complete rows of `page` (those not waiting for a Batch API summary), gives each of their
         items its final state and unstages them; returns the counts. `known`: these tickets are known to have
         an item in the run (the caller holds their locks), so that is not looked up again. `in_staging=False`:
-        the page was never staged (infer_shard's outputs, in memory): written from memory, nothing to unstage."""
-        return self.write(conn, self.judge(conn, page, known), in_staging=in_staging)
+        the page was never staged (infer_shard's outputs, in memory): written from memory, nothing to unstage.
+        `as_read`: what the model read of these tickets (Source.versions)."""
+        return self.write(conn, self.judge(conn, page, known, as_read), in_staging=in_staging)
 
-    def judge(self, conn: sa.Connection, page: list[StagedResult], known: set[str] | None = None) -> Judged:
-        """The page against the source's current text (read now), the run's items and the output checks."""
+    def judge(
+        self,
+        conn: sa.Connection,
+        page: list[StagedResult],
+        known: set[str] | None = None,
+        as_read: Mapping[str, tuple[str, SourceVersion]] | None = None,
+    ) -> Judged:
+        """The page against the source's current text (read now; a ticket whose source rows are still the row
+        versions the model read, `as_read`, is known unchanged unread), the run's items and the output checks."""
         run_id, version = self.run_id, self.version
         page = [r for r in page if all(r.outputs.get(c) is not None for c in self.waiting)]
         out = Judged(ids=[r.ticket_id for r in page])
         if not page:
             return out
-        latest = self.rt.source.versions(conn, out.ids)
+        latest = self.rt.source.versions(conn, out.ids, as_read)
         if known is None:
             known = items.item_ids(conn, run_id, out.ids)
         out.now = now = utcnow()

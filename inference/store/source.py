@@ -22,6 +22,14 @@ Shapes that cannot be read by instant are refused by `check` before anything is 
 and the fix: a column of another type, text that is not ISO-8601, numbers, and on PostgreSQL a `timestamp
 without time zone` column while the database's own time zone is not UTC and TICKETS_SOURCE_TIMEZONE is unset.
 
+Row versions. On a PostgreSQL table (plain or partitioned, read with table-level SELECT), the model's read also
+notes each ticket's row versions: the system columns tableoid, ctid and xmin of every row of its key. A row
+version never changes: an UPDATE, a DELETE or an INSERT of that key changes the set. So when infer checks,
+before writing, that a ticket is still the text it read, a ticket whose rows are still the very same row
+versions is known unchanged without reading and hashing its text again (`versions(..., as_read=...)`); any
+other ticket (moved by VACUUM FULL, updated, even to the same text) is read again in full. Views, foreign
+tables, SQLite and roles with column-level grants only are always read again in full.
+
 Memory. Rows are fetched a few at a time (server-side cursors on PostgreSQL), about TEXT_BUDGET characters
 of ticket text per fetch whatever the size of one ticket, and each row's text is reduced at once to what the
 caller needs (a hash, the model input). Only `by_ids` returns whole texts (a page of them).
@@ -32,7 +40,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import zoneinfo
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +84,13 @@ _PG_COLUMNS = sa.text(
     "JOIN pg_type b ON b.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END "
     "WHERE a.attrelid = CAST(:rel AS regclass) AND a.attnum > 0 AND NOT a.attisdropped"
 )
+# a row version: which table (partition), where in it, which transaction wrote it
+_ROW_VERSION = "CAST(tableoid AS text) || ':' || CAST(ctid AS text) || ':' || CAST(xmin AS text)"
+_PG_ROW_VERSIONS = sa.text(
+    "SELECT CASE WHEN c.relkind IN ('r', 'p') THEN has_column_privilege(c.oid, 'tableoid', 'SELECT') "
+    "AND has_column_privilege(c.oid, 'ctid', 'SELECT') AND has_column_privilege(c.oid, 'xmin', 'SELECT') "
+    "ELSE false END FROM pg_class c WHERE c.oid = CAST(:rel AS regclass)"
+)
 _STAMP_KINDS = {"timestamptz": "tz", "timestamp": "naive", "date": "date"}
 
 
@@ -96,6 +111,7 @@ class Source:
         self.id_col = c[cols.ticket_id]
         self.key_col = sa.cast(self.id_col, sa.Text) if self.is_pg else self.id_col
         self.stamps = {name: self._stamp_kind(name) for name in (cols.created_at, cols.updated_at)}
+        self.row_versions = self.is_pg and self._row_versions_readable(engine)
 
     @property
     def _names(self) -> list[str]:
@@ -127,6 +143,13 @@ class Source:
             rows = conn.execute(_PG_COLUMNS, {"rel": rel}).all()
         return {name: (declared, base, category) for name, declared, base, category in rows}
 
+    def _row_versions_readable(self, engine: sa.Engine) -> bool:
+        """Whether this source is a table whose rows' system columns this role may read (see the module's
+        "Row versions"): a view has none, and a grant on other columns does not cover them."""
+        rel = f'"{self.cols.schema}"."{self.cols.table}"' if self.cols.schema else f'"{self.cols.table}"'
+        with engine.connect() as conn:
+            return bool(conn.scalar(_PG_ROW_VERSIONS, {"rel": rel}))
+
     def _stamp_kind(self, name: str) -> str:
         """How a timestamp column's values are compared: tz, naive, date, text (or unsupported: a type name)."""
         if not self.is_pg:
@@ -149,11 +172,13 @@ class Source:
     def key_of(self, value: Any) -> str | None:
         return (None if value is None else str(value)) if self.is_pg else sqlite_key(value)
 
-    def _select(self) -> sa.Select:
+    def _select(self, row_version: bool = False) -> sa.Select:
         """The columns every read takes, unordered: sorting rows that carry text would make the database
-        (SQLite in this process) hold them all; the order is read separately, IDs only (`order`)."""
+        (SQLite in this process) hold them all; the order is read separately, IDs only (`order`).
+        `row_version`: and, last, the row's version (see "Row versions")."""
         c, cols = self.table.c, self.cols
-        return sa.select(self.key_col, c[cols.subject], c[cols.body], c[cols.created_at], c[cols.updated_at])
+        stmt = sa.select(self.key_col, c[cols.subject], c[cols.body], c[cols.created_at], c[cols.updated_at])
+        return stmt.add_columns(sa.literal_column(_ROW_VERSION)) if row_version else stmt
 
     def _version(self, row) -> dt.datetime:
         """updated_at, or created_at where it is NULL, as an instant."""
@@ -297,16 +322,26 @@ class Source:
             yield from self._page(conn, [key], stmt, text)
 
     def _winners(
-        self, conn: sa.Connection, keys: Iterable[str], make: Callable[[sa.Row, str, dt.datetime], Any]
+        self,
+        conn: sa.Connection,
+        keys: Iterable[str],
+        make: Callable[[sa.Row, str, dt.datetime], Any],
+        row_versions: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """key -> make(row, digest, version time) of the key's newest row (then the highest content hash:
-        deterministic)."""
+        deterministic). `row_versions` (where the source has them): filled with key -> its rows' versions."""
+        marked = row_versions is not None and self.row_versions
+        seen_versions: dict[str, list[str]] = {}
         best: dict[str, tuple[dt.datetime, str, Any]] = {}
-        for row in self._rows_for_keys(conn, keys, self._select()):
+        for row in self._rows_for_keys(conn, keys, self._select(marked)):
             key, digest, version = self.key_of(row[0]), content_hash(row[1], row[2]), self._version(row)
+            if marked:
+                seen_versions.setdefault(key, []).append(row[5])
             seen = best.get(key)
             if seen is None or (version, digest) > seen[:2]:
                 best[key] = (version, digest, make(row, digest, version))
+        if marked:
+            row_versions.update((key, _joined(found)) for key, found in seen_versions.items())
         return {key: value for key, (_, _, value) in best.items()}
 
     def by_ids(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> dict[str, SourceTicket]:
@@ -319,19 +354,49 @@ class Source:
         self, conn: sa.Connection, ticket_ids: Iterable[str], text_of: Callable[[str | None, str | None], tuple]
     ) -> dict[str, TicketInput]:
         """Current model inputs and content hashes for these keys: `text_of(subject, body)` (the predictor's
-        input policy: `Predictor.input_text`) is applied to each row as it is read; whole texts are not kept."""
+        input policy: `Predictor.input_text`) is applied to each row as it is read; whole texts are not kept.
+        Where the source has row versions, each input carries its ticket's (`TicketInput.row_version`)."""
 
-        def make(row, digest: str, at: dt.datetime) -> TicketInput:
-            text, cut = text_of(row[1], row[2])
-            return TicketInput(self.key_of(row[0]), at, digest, text, cut)
+        def make(row, digest: str, at: dt.datetime) -> tuple:
+            return (at, digest, *text_of(row[1], row[2]))
 
-        return self._winners(conn, ticket_ids, make)
+        found: dict[str, str] = {}
+        inputs = self._winners(conn, ticket_ids, make, found)
+        return {key: TicketInput(key, *made, found.get(key)) for key, made in inputs.items()}
 
-    def versions(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> dict[str, SourceVersion]:
-        """What each ticket is now (content hash of its current text, version time), no text kept."""
-        return self._winners(conn, ticket_ids, lambda _row, digest, at: SourceVersion(digest, at))
+    def versions(
+        self,
+        conn: sa.Connection,
+        ticket_ids: Iterable[str],
+        as_read: Mapping[str, tuple[str, SourceVersion]] | None = None,
+    ) -> dict[str, SourceVersion]:
+        """What each ticket is now (content hash of its current text, version time), no text kept.
+        `as_read`: key -> (its row versions, what it was) when last read: a ticket whose rows are still those
+        row versions is still that, and its text is not read again (see "Row versions")."""
+        keys = list(ticket_ids)
+        out: dict[str, SourceVersion] = {}
+        if as_read and self.row_versions:
+            out = {key: as_read[key][1] for key in self._unchanged(conn, [k for k in keys if k in as_read], as_read)}
+            keys = [k for k in keys if k not in out]
+        out.update(self._winners(conn, keys, lambda _row, digest, at: SourceVersion(digest, at)))
+        return out
+
+    def _unchanged(
+        self, conn: sa.Connection, keys: list[str], as_read: Mapping[str, tuple[str, SourceVersion]]
+    ) -> list[str]:
+        """Those of these keys whose rows are exactly the row versions recorded (reads no text)."""
+        now: dict[str, list[str]] = {}
+        stmt = sa.select(self.key_col, sa.literal_column(_ROW_VERSION)).select_from(self.table)
+        for row in self._rows_for_keys(conn, keys, stmt, text=False):
+            now.setdefault(self.key_of(row[0]), []).append(row[1])
+        return [k for k in keys if k in now and _joined(now[k]) == as_read[k][0]]
 
     def existing(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> set[str]:
         """Which of these keys the source still holds (reads IDs only)."""
         stmt = sa.select(self.key_col)
         return {self.key_of(r[0]) for r in self._rows_for_keys(conn, ticket_ids, stmt, text=False)}
+
+
+def _joined(row_versions: list[str]) -> str:
+    """A key's row versions as one value: the same rows give the same value, whatever order they came in."""
+    return ";".join(sorted(row_versions))

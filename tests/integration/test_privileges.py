@@ -32,6 +32,7 @@ from inference.store.db import make_engine
 from inference.store.migrate import VERSION_TABLE
 from inference.store.privileges import check_privileges
 from inference.store.schema import OUR_TABLES, create_schema
+from inference.store.source import Source
 from inference.window import window_for_date
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -239,6 +240,7 @@ def test_pipeline_runs_with_select_on_five_columns_and_a_schema_of_its_own(clust
         assert not conn.exec_driver_sql(
             "SELECT rolsuper OR rolcreatedb FROM pg_roles WHERE rolname = current_user"
         ).scalar_one()
+    assert Source(cluster.engine_for(role), SOURCE).row_versions  # the script granted the system columns
     # A second night: the tables exist now and belong to the role; nothing needs CREATE any more.
     cluster.sql(f"REVOKE CREATE ON SCHEMA inference_own FROM {role}")
     cluster.sql(
@@ -451,5 +453,18 @@ def test_sqlite_has_nothing_to_check(tmp_path):
         check_privileges(
             engine, SourceColumns(), OUR_TABLES, read_only=[VERSION_TABLE]
         )  # no tables, no source: still nothing to check
+    finally:
+        engine.dispose()
+
+
+def test_row_versions_are_read_only_with_select_on_the_system_columns(cluster):
+    """Five columns only: every ticket is read again in full before writing (slower, the same results);
+    GRANT SELECT (tableoid, ctid, xmin) lets infer know unchanged tickets by their row versions."""
+    role = cluster.least_privilege("rowversions")
+    engine = cluster.engine_for(role)
+    try:
+        assert Source(engine, SOURCE).row_versions is False
+        cluster.sql(f"GRANT SELECT (tableoid, ctid, xmin) ON crm.tickets TO {role}")
+        assert Source(engine, SOURCE).row_versions is True
     finally:
         engine.dispose()

@@ -90,9 +90,9 @@ def test_an_older_staged_version_never_overwrites_a_newer_result(four_tickets, m
     real_versions = Source.versions
     interleaved = []
 
-    def versions(self, conn, ticket_ids):
+    def versions(self, conn, ticket_ids, as_read=None):
         ticket_ids = list(ticket_ids)
-        answer = real_versions(self, conn, ticket_ids)
+        answer = real_versions(self, conn, ticket_ids, as_read)
         if "2" in ticket_ids and not interleaved:
             interleaved.append(True)
             edit_ticket(engine, 2, NEW_BODY, EDITED)
