@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import sqlalchemy as sa
 
 from inference.heads.base import Checker, EncodedChunk, Head, HeadOutput, OutputColumn
@@ -53,9 +55,10 @@ def check_embedding(dim: int) -> Checker:
         if row.get("embedding_dim") != dim:
             return "embedding dimension does not match the model"
         vector = embedding_from_bytes(bytes(blob))
-        if not np.isfinite(vector).all():
+        squared = float(np.dot(vector, vector))  # one pass; NaN or infinite when an element is (or overflows)
+        if not math.isfinite(squared) and not np.isfinite(vector).all():
             return "embedding is not finite"
-        if abs(float(np.linalg.norm(vector)) - 1.0) > NORM_TOLERANCE:
+        if not abs(math.sqrt(squared) - 1.0) <= NORM_TOLERANCE:  # NaN-safe: an overflow is not unit length
             return "embedding is not unit length"
         return None
 

@@ -83,6 +83,7 @@ DEFECTS = {
     "not unit length": (dict(embedding=embedding_to_bytes(unit_vector() * 2)), "not unit length"),
     "zero vector": (dict(embedding=embedding_to_bytes(np.zeros(DIM, np.float32))), "not unit length"),
     "slightly long": (dict(embedding=embedding_to_bytes(unit_vector() * np.float32(1.01))), "not unit length"),
+    "finite but overflowing": (dict(embedding=with_value(5, 1e30)), "not unit length"),
     "unknown category": (dict(category="refunds"), "category is not in the taxonomy"),
     "category None": (dict(category=None), "category is not in the taxonomy"),
     "NaN score": (dict(category_score=float("nan")), "category score"),
