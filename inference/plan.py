@@ -6,18 +6,7 @@ import datetime as dt
 import heapq
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    ticket_id: str
-    content_hash: str
-    est_tokens: int
-    empty: bool  # nothing to embed: skipped with a reason, never sent to the model
-    has_result: bool = False  # a result of an earlier text exists (retracted if the ticket is now empty)
-    id_problem: str | None = None  # the source row's ID cannot be a key: failed `unsupported_id`, no model call
 
 
 class Versioned(Protocol):

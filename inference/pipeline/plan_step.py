@@ -6,19 +6,17 @@ from collections.abc import Iterator
 
 from inference.config import Settings
 from inference.options import RunOptions
+from inference.pipeline.overlap import prefetched
 from inference.pipeline.runtime import Runtime, log
 from inference.pipeline.steptimes import timed_step
-from inference.plan import Candidate, needs_work, shard_count
+from inference.plan import shard_count
 from inference.records import Failure, FailureKind, ShardSpec
 from inference.store import bulk, failures, planning, runs
 from inference.store.db import writing
-from inference.store.results import current_versions, retract_results
+from inference.store.results import retract_results
 from inference.store.schema import inference_run_items
 from inference.store.source import SourceRow
-from inference.textprep import tokens_for_chars
 from inference.window import Window
-
-PAGE = 5000  # source rows judged per lookup of their stored results
 
 
 @timed_step("plan_run")
@@ -48,8 +46,9 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
         with writing(rt.engine) as conn:
             runs.start_run(conn, run_id, window, version, options.as_dict())
             planning.open_tables(conn)
-            with rt.engine.connect() as read:
-                found = planning.add_source_rows(conn, _read_source(rt, read, window, options))
+            with rt.engine.connect() as read:  # read and hashed on a thread of its own while this one writes
+                rows = _read_source(rt, read, window, options)
+                found = planning.add_source_pages(conn, prefetched(planning.source_pages(rows, conn.dialect.name)))
             duplicates = planning.keep_newest(conn)
             _judge_all(rt, conn, version, options, position)
             counts = planning.counts(conn, options.limit)
@@ -113,16 +112,5 @@ def _read_source(rt: Runtime, read, window: Window, options: RunOptions) -> Iter
 
 def _judge_all(rt: Runtime, conn, version: str, options: RunOptions, position: dict[str, int] | None) -> None:
     """Named tickets are always recomputed (that is why they were named); a window only where needed."""
-    max_len = rt.settings.max_seq_length
     force = options.reprocess or options.ticket_ids is not None
-    dead = failures.dead_letters(conn, version)
-    for page in planning.row_pages(conn, PAGE):
-        planning.add_candidates(conn, list(_judge(conn, page, version, dead, force, max_len)), position)
-
-
-def _judge(lookup, page: list[planning.Row], version, dead, reprocess, max_len) -> Iterator[Candidate]:
-    stored = current_versions(lookup, [t.ticket_id for t in page if t.id_problem is None])
-    for t in page:
-        if needs_work(t.content_hash, stored.get(t.ticket_id), version, dead.get(t.ticket_id), reprocess):
-            est = tokens_for_chars(t.chars, max_len)
-            yield Candidate(t.ticket_id, t.content_hash, est, t.empty, t.ticket_id in stored, t.id_problem)
+    planning.add_candidates(conn, version, force, rt.settings.max_seq_length, position)

@@ -1,10 +1,11 @@
 """Plan's working tables: a backlog of any size planned in flat memory.
 
 The source's rows stream into a temporary table (COPY on PostgreSQL), one row per ticket is kept by the
-database (the newest version, then the higher content hash), the rows are judged a page at a time, and the
-run's items are written by one INSERT .. SELECT that also assigns the shards: contiguous ranges of ticket
-IDs holding about the same estimated tokens (each shard within one ticket's tokens of total / shards). So
-plan holds a page of rows in Python at a time, whatever the window's size. All of it happens inside the
+database (the newest version, then the higher content hash), the tickets that need work are judged by one
+INSERT .. SELECT (against ticket_results and the dead letters), and the run's items are written by another that
+also assigns the shards: contiguous ranges of ticket IDs holding about the same estimated tokens (each shard
+within one ticket's tokens of total / shards). So plan holds a page of source rows in Python at a time,
+whatever the window's size. All of it happens inside the
 caller's transaction: the temporary tables go with it (ON COMMIT DROP; SQLite: dropped first).
 """
 
@@ -19,7 +20,15 @@ import sqlalchemy as sa
 
 from inference.records import FailureKind, SkipReason
 from inference.store.db import scrubbed_driver_call
-from inference.store.schema import ITEM_FAILED, ITEM_PLANNED, ITEM_SKIPPED, inference_run_items
+from inference.store.schema import (
+    FAILURE_DEAD,
+    ITEM_FAILED,
+    ITEM_PLANNED,
+    ITEM_SKIPPED,
+    inference_run_items,
+    ticket_failures,
+    ticket_results,
+)
 
 _meta = sa.MetaData()
 _TEMP = {"prefixes": ["TEMPORARY"], "postgresql_on_commit": "DROP"}
@@ -57,17 +66,15 @@ candidates = sa.Table(  # the tickets that need work, judged
     sa.Column("pos", sa.BigInteger, nullable=False),  # the source's own ID order, for the `limit` option
     **_TEMP,
 )
+positions = sa.Table(  # the source's own ID order of the window's tickets (the `limit` option only)
+    "plan_positions",
+    _meta,
+    sa.Column("ticket_id", sa.Text, primary_key=True),
+    sa.Column("pos", sa.BigInteger, nullable=False),
+    **_TEMP,
+)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 PAGE = 5000
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    ticket_id: str
-    id_problem: str | None
-    content_hash: str
-    empty: bool
-    chars: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,29 +87,33 @@ class Counts:
 
 
 def open_tables(conn: sa.Connection) -> None:
-    tables = [raw, rows, candidates]
+    tables = [raw, rows, candidates, positions]
     if conn.dialect.name != "postgresql":  # SQLite keeps temporary tables per connection: a pooled one may hold some
         _meta.drop_all(conn, tables=tables, checkfirst=True)
     _meta.create_all(conn, tables=tables)
 
 
-def _write(conn: sa.Connection, table: sa.Table, values: Sequence[tuple]) -> None:
-    """Rows (tuples in the table's column order) into a working table: COPY (text format) on PostgreSQL."""
+def _write(conn: sa.Connection, table: sa.Table, values: Sequence[tuple] | str) -> None:
+    """Rows (tuples in the table's column order) into a working table: COPY (text format) on PostgreSQL.
+    On PostgreSQL `values` may already be the COPY text (`copy_text`)."""
     if not values:
         return
     names = [c.name for c in table.columns]
     if conn.dialect.name != "postgresql":
         conn.execute(sa.insert(table), [dict(zip(names, v, strict=True)) for v in values])
         return
-    payload = io.StringIO()
-    payload.writelines("\t".join(map(_copy_text, v)) + "\n" for v in values)
-    payload.seek(0)
+    payload = io.StringIO(values if isinstance(values, str) else copy_text(values))
     cursor = conn.connection.dbapi_connection.cursor()
     try:
         with scrubbed_driver_call():  # the server's CONTEXT line of a refused COPY quotes the row
             cursor.copy_expert(f"COPY {table.name} ({', '.join(names)}) FROM STDIN", payload)
     finally:
         cursor.close()
+
+
+def copy_text(values: Sequence[tuple]) -> str:
+    """Rows as COPY's text format."""
+    return "".join("\t".join(map(_copy_text, v)) + "\n" for v in values)
 
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -118,16 +129,27 @@ def _copy_text(value) -> str:
     return value.translate(_ESCAPES)
 
 
-def add_source_rows(conn: sa.Connection, source_rows: Iterable) -> int:
-    """Streams the source's rows (SourceRow: duplicates included) into plan_raw; returns how many."""
-    n, page = 0, []
+def source_pages(source_rows: Iterable, dialect: str) -> Iterator[tuple[int, Sequence[tuple] | str]]:
+    """The source's rows (SourceRow: duplicates included) as pages for plan_raw: (rows, what `_write` takes),
+    formatted for COPY already on PostgreSQL, so that reading, hashing and formatting can run on another
+    thread than the writes (plan_step)."""
+    page: list[tuple] = []
     for r in source_rows:
         page.append((r.ticket_id, r.id_problem, _micros(r.version_at), r.content_hash, r.empty, r.chars))
         if len(page) >= PAGE:
-            _write(conn, raw, page)
-            n, page = n + len(page), []
-    _write(conn, raw, page)
-    return n + len(page)
+            yield len(page), copy_text(page) if dialect == "postgresql" else page
+            page = []
+    if page:
+        yield len(page), copy_text(page) if dialect == "postgresql" else page
+
+
+def add_source_pages(conn: sa.Connection, pages: Iterable[tuple[int, Sequence[tuple] | str]]) -> int:
+    """Writes `source_pages` into plan_raw; returns how many rows."""
+    n = 0
+    for count, values in pages:
+        _write(conn, raw, values)
+        n += count
+    return n
 
 
 def keep_newest(conn: sa.Connection) -> int:
@@ -148,39 +170,42 @@ def keep_newest(conn: sa.Connection) -> int:
     return total - kept
 
 
-def row_pages(conn: sa.Connection, size: int) -> Iterator[list[Row]]:
-    """plan_rows a page at a time (keyset over the ticket IDs)."""
-    c, after = rows.c, None
-    while True:
-        stmt = sa.select(c.ticket_id, c.id_problem, c.content_hash, c.empty, c.chars).order_by(c.ticket_id).limit(size)
-        if after is not None:
-            stmt = stmt.where(c.ticket_id > after)
-        page = [Row(*r) for r in conn.execute(stmt)]
-        if not page:
-            return
-        yield page
-        after = page[-1].ticket_id
-
-
-def add_candidates(conn: sa.Connection, judged: Sequence, position: dict[str, int] | None = None) -> None:
-    """Candidates (inference.plan.Candidate) into plan_candidates; `position`: the source's ID order (limit)."""
-    last = len(position) if position else 0
-    _write(
-        conn,
-        candidates,
-        [
-            (
-                c.ticket_id,
-                c.content_hash,
-                c.est_tokens,
-                c.empty,
-                c.has_result,
-                c.id_problem,
-                position.get(c.ticket_id, last) if position else 0,
-            )
-            for c in judged
-        ],
-    )
+def add_candidates(
+    conn: sa.Connection, version: str, force: bool, max_seq_length: int, position: dict[str, int] | None = None
+) -> None:
+    """The tickets of plan_rows that need work into plan_candidates, judged by one INSERT .. SELECT: no result
+    yet, or the text or the model version changed since; a text dead-lettered for this model version waits
+    for a change; `force` (reprocess, named tickets): all of them. The SQL twin of inference.plan.needs_work
+    (a test holds the two equal). Each gets its token estimate (textprep.tokens_for_chars) and, for the
+    `limit` option, its `position` in the source's own ID order (the window's tickets; others go last)."""
+    r, t, f, p = rows.c, ticket_results.c, ticket_failures.c, positions.c
+    est = 2 + (r.chars + 3) // 4
+    stored = rows.outerjoin(ticket_results, sa.and_(t.ticket_id == r.ticket_id, r.id_problem.is_(None)))
+    pos: sa.ColumnElement = sa.literal(0, sa.BigInteger)
+    if position:
+        _write(conn, positions, list(position.items()))
+        stored = stored.outerjoin(positions, p.ticket_id == r.ticket_id)
+        pos = sa.func.coalesce(p.pos, len(position))
+    select = sa.select(
+        r.ticket_id,
+        r.content_hash,
+        sa.case((est < max_seq_length, est), else_=max_seq_length),
+        r.empty,
+        t.ticket_id.is_not(None),
+        r.id_problem,
+        pos,
+    ).select_from(stored)
+    if not force:
+        dead = sa.exists().where(
+            f.ticket_id == r.ticket_id,
+            f.content_hash == r.content_hash,
+            f.status == FAILURE_DEAD,
+            f.model_version == version,
+        )
+        changed = sa.or_(t.ticket_id.is_(None), t.content_hash != r.content_hash, t.model_version != version)
+        select = select.where(sa.not_(dead), changed)
+    names = ["ticket_id", "content_hash", "est_tokens", "empty", "has_result", "id_problem", "pos"]
+    conn.execute(sa.insert(candidates).from_select(names, select))
 
 
 def _chosen(limit: int | None) -> sa.Select:
