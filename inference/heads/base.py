@@ -27,6 +27,17 @@ if TYPE_CHECKING:
 Checker = Callable[[Mapping[str, Any]], "str | None"]
 
 
+class PageChecker:
+    """A Checker that can check a page of rows at once (`page(rows)`: one reason or None per row), for checks
+    that vectorize (the embedding's norms); called with one row, it checks a page of one: a single definition."""
+
+    def __init__(self, page: Callable[[Sequence[Mapping[str, Any]]], list[str | None]]):
+        self.page = page
+
+    def __call__(self, row: Mapping[str, Any]) -> str | None:
+        return self.page([row])[0]
+
+
 @dataclass(frozen=True)
 class OutputColumn:
     name: str

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 import sqlalchemy as sa
 
-from inference.heads.base import Checker, EncodedChunk, Head, HeadOutput, OutputColumn
+from inference.heads.base import EncodedChunk, Head, HeadOutput, OutputColumn, PageChecker
 
 NORM_TOLERANCE = 1e-3
 
@@ -39,30 +37,41 @@ class EmbeddingHead(Head):
     def build(self, settings, encoder) -> _Loaded:
         return _Loaded()
 
-    def checker(self, settings) -> Checker:
+    def checker(self, settings) -> PageChecker:
         from inference.modelinfo import embedding_dim
 
         return check_embedding(embedding_dim(settings.model_dir))
 
 
-def check_embedding(dim: int) -> Checker:
+def check_embedding(dim: int) -> PageChecker:
+    """Each row's embedding: `dim` little-endian float32 values, all finite, of unit length (within
+    NORM_TOLERANCE). A page is checked at once: its vectors as one matrix, one pass for every norm."""
     import numpy as np
 
-    def check(row) -> str | None:
-        blob = row.get("embedding")
-        if not isinstance(blob, (bytes, bytearray, memoryview)) or len(blob) != 4 * dim:
-            return "embedding has the wrong size"
-        if row.get("embedding_dim") != dim:
-            return "embedding dimension does not match the model"
-        vector = embedding_from_bytes(bytes(blob))
-        squared = float(np.dot(vector, vector))  # one pass; NaN or infinite when an element is (or overflows)
-        if not math.isfinite(squared) and not np.isfinite(vector).all():
-            return "embedding is not finite"
-        if not abs(math.sqrt(squared) - 1.0) <= NORM_TOLERANCE:  # NaN-safe: an overflow is not unit length
-            return "embedding is not unit length"
-        return None
+    def page(rows) -> list[str | None]:
+        out: list[str | None] = [None] * len(rows)
+        whole: list[int] = []
+        for k, row in enumerate(rows):
+            blob = row.get("embedding")
+            if not isinstance(blob, (bytes, bytearray, memoryview)) or len(blob) != 4 * dim:
+                out[k] = "embedding has the wrong size"
+            elif row.get("embedding_dim") != dim:
+                out[k] = "embedding dimension does not match the model"
+            else:
+                whole.append(k)
+        if not whole:
+            return out
+        vectors = np.frombuffer(b"".join(bytes(rows[k]["embedding"]) for k in whole), dtype="<f4")
+        vectors = vectors.reshape(len(whole), dim)
+        squared = np.einsum("ij,ij->i", vectors, vectors)  # NaN or infinite where an element is (or overflows)
+        unit = np.abs(np.sqrt(squared.astype(np.float64)) - 1.0) <= NORM_TOLERANCE  # False for NaN
+        for j in np.flatnonzero(~unit):
+            k = whole[j]
+            finite = bool(np.isfinite(vectors[j]).all())
+            out[k] = "embedding is not unit length" if finite else "embedding is not finite"
+        return out
 
-    return check
+    return PageChecker(page)
 
 
 HEAD = EmbeddingHead()

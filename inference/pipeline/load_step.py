@@ -136,6 +136,7 @@ class Loader:
         if known is None:
             known = items.item_ids(conn, run_id, out.ids)
         out.now = now = utcnow()
+        current_text: list[tuple[StagedResult, SourceVersion]] = []
         for staged in page:
             current = latest.get(staged.ticket_id)
             if staged.ticket_id not in known:
@@ -144,9 +145,11 @@ class Loader:
                 out.deleted.append(staged.ticket_id)
             elif current.content_hash != staged.content_hash:  # edited after infer read it
                 out.invalid.append(Failure(staged.ticket_id, staged.content_hash, FailureKind.STALE_INPUT))
-            elif reason := self.check(staged.to_row()) or (
-                "staged by another model version" if staged.model_version != version else None
-            ):
+            else:
+                current_text.append((staged, current))
+        reasons = self.check.page([staged.to_row() for staged, _ in current_text])
+        for (staged, current), reason in zip(current_text, reasons, strict=True):
+            if reason := reason or ("staged by another model version" if staged.model_version != version else None):
                 out.invalid.append(Failure(staged.ticket_id, staged.content_hash, FailureKind.INVALID_OUTPUT, reason))
             else:
                 out.valid.append(_result_row(staged, current, self.model_id, now))

@@ -11,7 +11,7 @@ import pytest
 from inference.config import Settings
 from inference.heads.category import check_category
 from inference.heads.embedding import check_embedding, embedding_from_bytes, embedding_to_bytes
-from inference.validate import check_common, output_checker
+from inference.validate import OutputChecker, check_common, output_checker
 
 DIM = 16
 LABELS = ("billing", "login", "shipping")
@@ -151,3 +151,33 @@ def test_the_configured_heads_decide_what_is_checked():
     assert "category" in output_checker(Settings(heads=("embedding", "category"), cache_dir=""))(row)
     assert "summary" in output_checker(Settings(heads=("embedding", "summary"), cache_dir=""))(row)
     assert "dimension" in output_checker(Settings(heads=("embedding",), cache_dir=""))({**row, "embedding_dim": 383})
+
+
+def test_a_page_is_checked_at_once_with_each_rows_own_reason():
+    """Loading checks a page of rows in one call (the embedding's norms as one matrix): every row gets the
+    reason it gets alone, whatever it sits between, and rows of the wrong size do not disturb the matrix."""
+    checker = OutputChecker([check_common, check_embedding(DIM), check_category(set(LABELS))])
+    cases = [(good_row(), None)] + [(good_row(**changes), reason) for changes, reason in DEFECTS.values()]
+    rows = [row for row, _ in cases for _ in range(2)] + [good_row(embedding=embedding_to_bytes(unit_vector(seed=3)))]
+    reasons = checker.page(rows)
+    assert reasons == [checker(row) for row in rows]
+    for (_row, expected), got in zip([c for c in cases for _ in range(2)], reasons[:-1], strict=True):
+        assert (got is None) if expected is None else (got is not None and expected in got)
+    assert reasons[-1] is None
+    assert checker.page([]) == []
+
+
+def test_the_page_check_agrees_with_numpys_norm_at_the_tolerance():
+    """Just inside and just outside NORM_TOLERANCE, as np.linalg.norm sees it."""
+    from inference.heads.embedding import NORM_TOLERANCE
+
+    check = check_embedding(DIM)
+    for scale in (
+        1 + NORM_TOLERANCE * 0.9,
+        1 - NORM_TOLERANCE * 0.9,
+        1 + NORM_TOLERANCE * 1.1,
+        1 - NORM_TOLERANCE * 1.1,
+    ):
+        v = unit_vector() * np.float32(scale)
+        inside = abs(float(np.linalg.norm(v)) - 1.0) <= NORM_TOLERANCE
+        assert (check(good_row(embedding=embedding_to_bytes(v))) is None) is inside, scale
