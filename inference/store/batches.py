@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from inference.store import schema as s
 from inference.store.batch_tables import PART_COLLECTED, inference_batch_requests, inference_batches
-from inference.store.db import in_pages
+from inference.store.db import id_pages
 
 B, R = inference_batches.c, inference_batch_requests.c
 INSERT_PAGE = 5000
@@ -99,7 +99,7 @@ def lock_waiting(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str], af
         return items.lock_open_items(conn, run_id, ticket_ids)
     i = s.inference_run_items.c
     waiting: set[str] = set()
-    for page in in_pages(ticket_ids):
+    for page in id_pages(conn, ticket_ids):
         stmt = (
             sa.select(i.ticket_id)
             .where(
@@ -123,7 +123,7 @@ def fill_summaries(conn: sa.Connection, run_id: str, replies: Sequence[tuple[str
         st.run_id == run_id, st.ticket_id.in_(sa.bindparam("ids", expanding=True)), st.summary.is_(None)
     )
     matching = set()
-    for page in in_pages(expected):
+    for page in id_pages(conn, expected):
         matching.update(t for t, digest in conn.execute(find, {"ids": page}) if expected[t] == digest)
     rows = [(t, summary) for t, _, summary in replies if t in matching]
     if conn.dialect.name != "postgresql":  # SQLite: local, a statement per row costs no round trip
@@ -202,7 +202,7 @@ def drop_members(conn: sa.Connection, run_id: str, part: int, ticket_ids: Iterab
     stmt = sa.delete(inference_batch_requests).where(
         R.run_id == run_id, R.part == part, R.ticket_id.in_(sa.bindparam("ids", expanding=True))
     )
-    for page in in_pages(ticket_ids):
+    for page in id_pages(conn, ticket_ids):
         conn.execute(stmt, {"ids": page})
 
 

@@ -260,6 +260,7 @@ def utcnow() -> dt.datetime:
 
 
 IN_PAGE = 1000  # IN-list size per statement: well under every driver's parameter limit
+ARRAY_PAGE = 10_000  # IDs per statement on PostgreSQL: one array parameter, no parameter limit
 
 
 def ids_in(conn: sa.Connection, col: sa.ColumnElement) -> sa.ColumnElement[bool]:
@@ -269,6 +270,16 @@ def ids_in(conn: sa.Connection, col: sa.ColumnElement) -> sa.ColumnElement[bool]
     if conn.dialect.name == "postgresql":
         return col == sa.any_(sa.bindparam("ids", type_=postgresql.ARRAY(sa.Text)))
     return col.in_(sa.bindparam("ids", expanding=True))
+
+
+def page_size(dialect: str) -> int:
+    """IDs per statement: ARRAY_PAGE on PostgreSQL (`ids_in` binds one array), IN_PAGE elsewhere."""
+    return ARRAY_PAGE if dialect == "postgresql" else IN_PAGE
+
+
+def id_pages(conn: sa.Connection, ids: Iterable) -> Iterator[list]:
+    """`in_pages` of the size this connection's dialect takes (`page_size`)."""
+    return in_pages(ids, page_size(conn.dialect.name))
 
 
 def in_pages(ids: Iterable, size: int = IN_PAGE) -> Iterator[list]:

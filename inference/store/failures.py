@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from inference.records import Failure
 from inference.store import schema as s
-from inference.store.db import ids_in, in_pages, insert_for, utcnow
+from inference.store.db import id_pages, ids_in, insert_for, utcnow
 
 
 def record_failures(
@@ -24,7 +24,7 @@ def record_failures(
     i, f = s.inference_run_items.c, s.ticket_failures.c
     stmt = sa.select(i.ticket_id, i.attempts).where(i.run_id == run_id, ids_in(conn, i.ticket_id))
     attempts: dict[str, int] = {}
-    for page in in_pages(x.ticket_id for x in failures):
+    for page in id_pages(conn, (x.ticket_id for x in failures)):
         attempts.update(conn.execute(stmt, {"ids": page}).all())
     now, statuses = utcnow(), {}
     for failure in sorted(failures, key=lambda x: x.ticket_id):
@@ -61,7 +61,7 @@ def resolve_failures(conn: sa.Connection, ticket_ids: Sequence[str]) -> None:
         .where(ids_in(conn, f.ticket_id), f.status != s.FAILURE_RESOLVED)
         .values(status=s.FAILURE_RESOLVED, updated_at=utcnow())
     )
-    for page in in_pages(ticket_ids):
+    for page in id_pages(conn, ticket_ids):
         conn.execute(stmt, {"ids": page})
 
 

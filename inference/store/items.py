@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 import sqlalchemy as sa
 
 from inference.store import schema as s
-from inference.store.db import ids_in, in_pages
+from inference.store.db import id_pages, ids_in
 
 ITEM_INSERT_PAGE = 5000
 
@@ -37,7 +37,7 @@ def lock_open_items(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str])
     locked for this transaction (FOR UPDATE on PostgreSQL; SQLite write transactions are exclusive)."""
     i = s.inference_run_items.c
     open_: set[str] = set()
-    for page in in_pages(ticket_ids):
+    for page in id_pages(conn, ticket_ids):
         stmt = (
             sa.select(i.ticket_id)
             .where(
@@ -61,7 +61,7 @@ def claim(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> None:
         .where(i.run_id == run_id, ids_in(conn, i.ticket_id))
         .values(attempts=i.attempts + 1)
     )
-    for page in in_pages(ticket_ids):
+    for page in id_pages(conn, ticket_ids):
         conn.execute(stmt, {"ids": page})
 
 
@@ -72,7 +72,7 @@ def set_items(conn: sa.Connection, run_id: str, ticket_ids: Iterable[str], statu
         .where(i.run_id == run_id, ids_in(conn, i.ticket_id))
         .values(status=status, reason=reason)
     )
-    for page in in_pages(ticket_ids):
+    for page in id_pages(conn, ticket_ids):
         conn.execute(stmt, {"ids": page})
 
 
@@ -115,4 +115,4 @@ def item_ids(conn: sa.Connection, run_id: str, ticket_ids: Iterable[str]) -> set
     """Which of these tickets have an item in the run (a staged row without one is never written)."""
     i = s.inference_run_items.c
     stmt = sa.select(i.ticket_id).where(i.run_id == run_id, ids_in(conn, i.ticket_id))
-    return {t for page in in_pages(ticket_ids) for t in conn.scalars(stmt, {"ids": page})}
+    return {t for page in id_pages(conn, ticket_ids) for t in conn.scalars(stmt, {"ids": page})}

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from inference.store.bulk import copy_into_temp
-from inference.store.db import ids_in, in_pages, insert_for
+from inference.store.db import id_pages, ids_in, insert_for
 from inference.store.schema import inference_runs, inference_staging, ticket_results
 
 # Every column but the key and the first-written time: a newer result replaces all of the old one.
@@ -166,7 +166,7 @@ def stored_rows(conn: sa.Connection, ticket_ids: Iterable[str]) -> dict[str, sa.
     c = ticket_results.c
     stmt = sa.select(c.ticket_id, c.content_hash, c.model_version, c.source_updated_at).where(ids_in(conn, c.ticket_id))
     out: dict[str, sa.Row] = {}
-    for page in in_pages(ticket_ids):
+    for page in id_pages(conn, ticket_ids):
         out.update({r.ticket_id: r for r in conn.execute(stmt, {"ids": page})})
     return out
 
@@ -174,7 +174,7 @@ def stored_rows(conn: sa.Connection, ticket_ids: Iterable[str]) -> dict[str, sa.
 def retract_results(conn: sa.Connection, ticket_ids: list[str]) -> int:
     """Deletes the results of these tickets (emptied, or gone from the source); returns how many went."""
     stmt = sa.delete(ticket_results).where(ids_in(conn, ticket_results.c.ticket_id))
-    return sum(conn.execute(stmt, {"ids": page}).rowcount for page in in_pages(ticket_ids))
+    return sum(conn.execute(stmt, {"ids": page}).rowcount for page in id_pages(conn, ticket_ids))
 
 
 def result_ids_after(conn: sa.Connection, after: str, limit: int) -> list[str]:

@@ -1,9 +1,9 @@
 """The retraction sweep: results (embeddings, categories, summaries that quote the ticket) whose ticket is no
 longer in the source are removed.
 
-Keyset-paged over ticket_results (IN_PAGE IDs at a time, by ticket_id): each page's IDs are looked up in the
+Keyset-paged over ticket_results (a page of IDs at a time, db.page_size: 10,000 on PostgreSQL, by ticket_id): each page's IDs are looked up in the
 source by key, reading IDs only (an index lookup for a keyed source), and the missing ones are deleted in one
-short transaction per IN_PAGE of them, after looking them up once more inside it (a ticket re-created meanwhile
+short transaction per page of them, after looking them up once more inside it (a ticket re-created meanwhile
 keeps its result). Run by every load_results unless INFERENCE_RETRACT_DELETED=false (sources that delete tickets they
 archive, whose results you keep).
 """
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from inference.store.db import IN_PAGE, writing
+from inference.store.db import page_size, writing
 from inference.store.results import result_ids_after, retract_results
 from inference.store.source import Source
 
 
-def sweep_deleted(engine: sa.Engine, source: Source, page: int = IN_PAGE) -> int:
+def sweep_deleted(engine: sa.Engine, source: Source, page: int | None = None) -> int:
     """Removes the results of tickets the source no longer holds; returns how many were removed."""
+    page = page or page_size(engine.dialect.name)
     retracted, after, gone = 0, "", []
     with engine.connect() as read:
         while True:

@@ -50,7 +50,7 @@ from sqlalchemy.dialects import postgresql
 from inference.config import SourceColumns
 from inference.errors import ConfigError
 from inference.records import SourceTicket, SourceVersion, TicketInput
-from inference.store.db import in_pages
+from inference.store.db import in_pages, page_size
 from inference.store.source_check import check as check_source
 from inference.store.source_keys import PgType, id_problem, sort_key, sqlite_key, sqlite_values, surrogate_key
 from inference.store.source_time import to_instant
@@ -295,7 +295,7 @@ class Source:
     ) -> Iterator[sa.Row]:
         """The rows of these keys (all of them: duplicates too), a page of keys per statement; rows carrying
         `text` are streamed a few at a time, ID-only rows fetched at once."""
-        for page in in_pages(k for k in keys if id_problem(k) is None):
+        for page in in_pages((k for k in keys if id_problem(k) is None), page_size(self.dialect)):
             wanted = set(page)
             yield from (r for r in self._page(conn, page, stmt, text) if self.key_of(r[0]) in wanted)
 

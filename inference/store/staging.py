@@ -10,7 +10,7 @@ from inference import heads
 from inference.records import StagedResult
 from inference.store import schema as s
 from inference.store.bulk import copy_into_temp
-from inference.store.db import ids_in, in_pages, insert_for
+from inference.store.db import id_pages, ids_in, insert_for
 
 
 def stage(conn: sa.Connection, results: Sequence[StagedResult]) -> None:
@@ -62,7 +62,7 @@ def staged_rows(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> 
         .with_for_update()
     )
     out: list[StagedResult] = []
-    for page in in_pages(ticket_ids):
+    for page in id_pages(conn, ticket_ids):
         out.extend(_results(conn, stmt, {"ids": page}))
     return out
 
@@ -75,7 +75,7 @@ def _results(conn: sa.Connection, stmt, params: dict | None = None) -> list[Stag
 def unstage(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> None:
     st = s.inference_staging.c
     stmt = sa.delete(s.inference_staging).where(st.run_id == run_id, ids_in(conn, st.ticket_id))
-    for page in in_pages(ticket_ids):
+    for page in id_pages(conn, ticket_ids):
         conn.execute(stmt, {"ids": page})
 
 

@@ -70,6 +70,7 @@ def test_bench_overhead_prints_one_json_line_with_throughput_and_memory_per_step
     (line,) = proc.stdout.strip().splitlines()
     report = json.loads(line)
     assert report["tickets"] == 600 and report["tickets_per_s"] > 0
+    assert 0 < report["machine_cpu_seconds"] and report["cpu_us_per_ticket"] > 0  # Linux: /proc/stat
     assert report["run"]["status"] == "succeeded" and report["run"]["failed"] == 0
     assert report["run"]["succeeded"] + report["run"]["skipped"] == report["run"]["backlog"] == 600
     steps = report["steps"]

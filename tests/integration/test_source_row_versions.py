@@ -137,3 +137,26 @@ def test_a_bare_postgresql_url_writes_in_bulk(pg_engine):
             assert conn.scalar(sa.select(tickets.c.body).where(tickets.c.ticket_id == 1)) == "charged twice"
     finally:
         engine.dispose()
+
+
+def test_id_lists_longer_than_a_page_are_worked_in_pages(db_engine):
+    """Statements on lists of IDs go a page at a time (10,000 on PostgreSQL, one array parameter; 1,000
+    elsewhere): every ID of a list two pages and a bit long is found, locked and settled, none twice."""
+    from inference.store import items
+    from inference.store.db import page_size
+    from inference.store.schema import ITEM_PLANNED, ITEM_SUCCEEDED, inference_run_items
+
+    create_schema(db_engine, with_demo_source=True)
+    n = 2 * page_size(db_engine.dialect.name) + 3
+    ids = [f"{k:06d}" for k in range(n)]
+    row = dict(run_id="pages", shard=0, est_tokens=1, content_hash="a" * 64, status=ITEM_PLANNED, attempts=0)
+    with writing(db_engine) as conn:
+        conn.execute(sa.delete(inference_run_items).where(inference_run_items.c.run_id == "pages"))
+        conn.execute(sa.insert(inference_run_items), [dict(row, ticket_id=t) for t in ids])
+    asked = ids[::-1] + ["missing-1", "missing-2"] + ids[:5]  # unsorted, unknown IDs and repeats
+    with writing(db_engine) as conn:
+        assert items.lock_open_items(conn, "pages", asked) == set(ids)
+        items.set_items(conn, "pages", asked, ITEM_SUCCEEDED, None)
+        assert items.item_ids(conn, "pages", asked) == set(ids)
+        assert items.item_counts(conn, "pages") == {ITEM_SUCCEEDED: n}
+        conn.execute(sa.delete(inference_run_items).where(inference_run_items.c.run_id == "pages"))
