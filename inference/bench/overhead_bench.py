@@ -25,9 +25,7 @@ from inference.store.db import make_engine
 from inference.window import window_for_date
 
 DATE = dt.date(2026, 11, 30)
-SEED_VERSION = (
-    2  # bump when the seeded tickets (or their table's state) change (a kept template of another version is not reused)
-)
+SEED_VERSION = 2  # bump when the seeded tickets or their table's state change (older kept templates are not reused)
 
 
 def _summary(rows: list[dict]) -> dict:

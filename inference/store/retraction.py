@@ -1,9 +1,9 @@
 """The retraction sweep: results (embeddings, categories, summaries that quote the ticket) whose ticket is no
 longer in the source are removed.
 
-Keyset-paged over ticket_results (a page of IDs at a time, db.page_size: 10,000 on PostgreSQL, by ticket_id): each page's IDs are looked up in the
-source by key, reading IDs only (an index lookup for a keyed source), and the missing ones are deleted in one
-short transaction per page of them, after looking them up once more inside it (a ticket re-created meanwhile
+Keyset-paged over ticket_results by ticket_id (`db.page_size` IDs at a time: 10,000 on PostgreSQL): each page's
+IDs are looked up in the source by key, reading IDs only (an index lookup for a keyed source), and the missing
+ones are deleted in one short transaction per page of them, after looking them up once more inside it (a ticket re-created meanwhile
 keeps its result). Run by every load_results unless INFERENCE_RETRACT_DELETED=false (sources that delete tickets they
 archive, whose results you keep).
 """

@@ -22,13 +22,13 @@ Shapes that cannot be read by instant are refused by `check` before anything is 
 and the fix: a column of another type, text that is not ISO-8601, numbers, and on PostgreSQL a `timestamp
 without time zone` column while the database's own time zone is not UTC and TICKETS_SOURCE_TIMEZONE is unset.
 
-Row versions. On a PostgreSQL table (plain or partitioned, read with table-level SELECT), the model's read also
+Row versions. On a PostgreSQL table (plain or partitioned, its system columns readable), the model's read also
 notes each ticket's row versions: the system columns tableoid, ctid and xmin of every row of its key. A row
 version never changes: an UPDATE, a DELETE or an INSERT of that key changes the set. So when infer checks,
 before writing, that a ticket is still the text it read, a ticket whose rows are still the very same row
 versions is known unchanged without reading and hashing its text again (`versions(..., as_read=...)`); any
 other ticket (moved by VACUUM FULL, updated, even to the same text) is read again in full. Views, foreign
-tables, SQLite and roles with column-level grants only are always read again in full.
+tables, SQLite and roles without SELECT on tableoid, ctid and xmin are always read again in full.
 
 Memory. Rows are fetched a few at a time (server-side cursors on PostgreSQL), about TEXT_BUDGET characters
 of ticket text per fetch whatever the size of one ticket, and each row's text is reduced at once to what the

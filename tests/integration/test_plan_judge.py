@@ -17,6 +17,7 @@ from inference.store import planning
 from inference.store.db import writing
 from inference.store.schema import FAILURE_DEAD, FAILURE_PENDING, ticket_failures, ticket_results
 from inference.textprep import tokens_for_chars
+from tests.support.tables import result_row
 
 HASHES = ("a" * 64, "b" * 64, "c" * 64)
 VERSIONS = ("v1", "v2")
@@ -27,21 +28,6 @@ ids = st.sampled_from([str(k) for k in range(12)] + ["!unsupported-id:null:1"])
 source_row = st.tuples(ids, st.sampled_from(HASHES), st.booleans(), st.integers(0, 400))
 result = st.tuples(ids, st.sampled_from(HASHES), st.sampled_from(VERSIONS))
 failure = st.tuples(ids, st.sampled_from(HASHES), st.sampled_from(VERSIONS), st.booleans())
-
-
-def result_row(ticket_id: str, digest: str, version: str) -> dict:
-    return dict(
-        ticket_id=ticket_id,
-        model_id="m",
-        model_version=version,
-        content_hash=digest,
-        source_updated_at=AT,
-        truncated=False,
-        input_tokens=3,
-        run_id="earlier",
-        created_at=AT,
-        updated_at=AT,
-    )
 
 
 def failure_row(k: int, ticket_id: str, digest: str, version: str, dead: bool) -> dict:
@@ -82,7 +68,7 @@ def test_sql_judgement_equals_needs_work(schema_engine, source, stored, failed, 
         conn.execute(sa.delete(ticket_results))
         conn.execute(sa.delete(ticket_failures))
         if stored:
-            conn.execute(sa.insert(ticket_results), [result_row(*r) for r in stored])
+            conn.execute(sa.insert(ticket_results), [result_row(t, digest=d, version=v) for t, d, v in stored])
         if failed:
             conn.execute(sa.insert(ticket_failures), [failure_row(k, *f) for k, f in enumerate(failed)])
         planning.open_tables(conn)

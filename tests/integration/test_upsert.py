@@ -5,40 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import threading
 
-import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from inference.heads.embedding import embedding_to_bytes
 from inference.store.db import writing
 from inference.store.results import upsert_results
 from inference.store.schema import ticket_results
-
-T0 = dt.datetime(2026, 11, 30, 3, 0, tzinfo=dt.UTC)
-
-
-def row(ticket_id: str, *, at: dt.datetime = T0, digest: str = "a" * 64, version: str = "m@1", category="billing"):
-    vec = np.zeros(4, dtype=np.float32)
-    vec[int(digest[0], 16) % 4] = 1.0
-    return dict(
-        ticket_id=ticket_id,
-        model_id="m",
-        model_version=version,
-        content_hash=digest,
-        source_updated_at=at,
-        embedding=embedding_to_bytes(vec),
-        embedding_dim=4,
-        category=category,
-        category_score=0.5,
-        category_confidence=None,
-        category_uncertain=None,
-        summary=None,
-        truncated=False,
-        input_tokens=10,
-        run_id="r1",
-        created_at=T0,
-        updated_at=T0,
-    )
+from tests.support.tables import T0
+from tests.support.tables import result_row as row
 
 
 def upsert(engine, rows) -> set[str]:

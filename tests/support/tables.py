@@ -20,6 +20,40 @@ from inference.store.schema import (
 )
 from inference.textprep import content_hash
 
+T0 = dt.datetime(2026, 11, 30, 3, 0, tzinfo=dt.UTC)
+
+
+def result_row(
+    ticket_id: str, *, at: dt.datetime = T0, digest: str = "a" * 64, version: str = "m@1", category="billing"
+) -> dict:
+    """A complete ticket_results row (a 4-dim unit embedding that follows the digest) for writing directly."""
+    import numpy as np
+
+    from inference.heads.embedding import embedding_to_bytes
+
+    vec = np.zeros(4, dtype=np.float32)
+    vec[int(digest[0], 16) % 4] = 1.0
+    return dict(
+        ticket_id=ticket_id,
+        model_id="m",
+        model_version=version,
+        content_hash=digest,
+        source_updated_at=at,
+        embedding=embedding_to_bytes(vec),
+        embedding_dim=4,
+        category=category,
+        category_score=0.5,
+        category_confidence=None,
+        category_uncertain=None,
+        summary=None,
+        truncated=False,
+        input_tokens=10,
+        run_id="r1",
+        created_at=T0,
+        updated_at=T0,
+    )
+
+
 # --- one-line reads ------------------------------------------------------------------------------------------
 
 
