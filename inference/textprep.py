@@ -35,12 +35,33 @@ _VISIBLE = re.compile(f"[^{INVISIBLE}]")
 _VISIBLE_RAW = re.compile(f"[^{INVISIBLE}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # before _clean
 
 
+HASH_PIECE = 65_536  # characters: longer texts are hashed a piece at a time, never copied whole
+
+
 def content_hash(subject: str | None, body: str | None) -> str:
     """SHA-256 of json.dumps([subject, body], ensure_ascii=False) in UTF-8 (surrogates passed through), built
     from the json module's own string encoder without the general encoder's per-call setup (the same bytes:
-    tests/unit/test_textprep.py)."""
-    raw = f"[{_json_string(subject)}, {_json_string(body)}]".encode("utf-8", "surrogatepass")
-    return hashlib.sha256(raw).hexdigest()
+    tests/unit/test_textprep.py). A long text is escaped and encoded a piece at a time (escaping is per
+    character), so a 1 MB ticket costs no 1 MB copies."""
+    if len(subject or "") + len(body or "") <= HASH_PIECE:
+        raw = f"[{_json_string(subject)}, {_json_string(body)}]".encode("utf-8", "surrogatepass")
+        return hashlib.sha256(raw).hexdigest()
+    digest = hashlib.sha256(b"[")
+    _hash_json_string(digest, subject)
+    digest.update(b", ")
+    _hash_json_string(digest, body)
+    digest.update(b"]")
+    return digest.hexdigest()
+
+
+def _hash_json_string(digest, value: str | None) -> None:
+    if value is None:
+        digest.update(b"null")
+        return
+    digest.update(b'"')
+    for at in range(0, len(value), HASH_PIECE):
+        digest.update(_encode_basestring(value[at : at + HASH_PIECE])[1:-1].encode("utf-8", "surrogatepass"))
+    digest.update(b'"')
 
 
 def _json_string(value: str | None) -> str:

@@ -30,6 +30,14 @@ versions is known unchanged without reading and hashing its text again (`version
 other ticket (moved by VACUUM FULL, updated, even to the same text) is read again in full. Views, foreign
 tables, SQLite and roles without SELECT on tableoid, ctid and xmin are always read again in full.
 
+Hashes in the database. On PostgreSQL, where subject and body are text or varchar (or domains over them) and
+the database is UTF-8 (server 11 or later), plan's reads have the database compute each row's content hash,
+`sha256` of `json_build_array(subject, body)` in UTF-8: the very bytes `textprep.content_hash` hashes (JSON
+escapes only quotes, backslashes and control characters in both; PostgreSQL text holds no NUL and no lone
+surrogates). The text itself then stays in the database, except for a row with no ASCII letter or digit,
+whose text comes along so that Python decides whether anything in it is visible (the input policy). Other
+shapes (char(n), whose padding JSON keeps but length() drops; other encodings) hash in Python.
+
 Memory. Rows are fetched a few at a time (server-side cursors on PostgreSQL), about TEXT_BUDGET characters
 of ticket text per fetch whatever the size of one ticket, and each row's text is reduced at once to what the
 caller needs (a hash, the model input). Only `by_ids` returns whole texts (a page of them).
@@ -92,6 +100,11 @@ _PG_ROW_VERSIONS = sa.text(
     "ELSE false END FROM pg_class c WHERE c.oid = CAST(:rel AS regclass)"
 )
 _STAMP_KINDS = {"timestamptz": "tz", "timestamp": "naive", "date": "date"}
+_PG_HASHING = sa.text(
+    "SELECT current_setting('server_encoding') = 'UTF8' AND current_setting('server_version_num')::int >= 110000"
+)
+_HASHED_TYPES = {"text", "varchar"}  # base types whose JSON form is the value Python reads (see the docstring)
+_ALNUM = "[0-9A-Za-z]"  # a row with one of these surely has visible text
 
 
 class Source:
@@ -112,6 +125,7 @@ class Source:
         self.key_col = sa.cast(self.id_col, sa.Text) if self.is_pg else self.id_col
         self.stamps = {name: self._stamp_kind(name) for name in (cols.created_at, cols.updated_at)}
         self.row_versions = self.is_pg and self._row_versions_readable(engine)
+        self.hashes_in_db = self.is_pg and self._hashable(engine)
 
     @property
     def _names(self) -> list[str]:
@@ -150,6 +164,13 @@ class Source:
         with engine.connect() as conn:
             return bool(conn.scalar(_PG_ROW_VERSIONS, {"rel": rel}))
 
+    def _hashable(self, engine: sa.Engine) -> bool:
+        """Whether the database computes plan's content hashes (the module's "Hashes in the database")."""
+        if any(self._types[name][1] not in _HASHED_TYPES for name in (self.cols.subject, self.cols.body)):
+            return False
+        with engine.connect() as conn:
+            return bool(conn.scalar(_PG_HASHING))
+
     def _stamp_kind(self, name: str) -> str:
         """How a timestamp column's values are compared: tz, naive, date, text (or unsupported: a type name)."""
         if not self.is_pg:
@@ -179,6 +200,22 @@ class Source:
         c, cols = self.table.c, self.cols
         stmt = sa.select(self.key_col, c[cols.subject], c[cols.body], c[cols.created_at], c[cols.updated_at])
         return stmt.add_columns(sa.literal_column(_ROW_VERSION)) if row_version else stmt
+
+    def _plan_select(self) -> sa.Select:
+        """Plan's read: `_select`, or where the database hashes, (key, subject, body, created, updated, hash,
+        characters, surely visible), subject and body NULL where surely visible."""
+        if not self.hashes_in_db:
+            return self._select()
+        c, cols = self.table.c, self.cols
+        subject, body = c[cols.subject], c[cols.body]
+        sure = sa.func.coalesce(
+            sa.or_(*[sa.collate(col, "C").op("~")(sa.literal(_ALNUM)) for col in (subject, body)]), False
+        )
+        document = sa.cast(sa.func.json_build_array(subject, body), sa.Text)
+        digest = sa.func.encode(sa.func.sha256(sa.func.convert_to(document, sa.literal("UTF8"))), sa.literal("hex"))
+        chars = sa.func.coalesce(sa.func.char_length(subject), 0) + sa.func.coalesce(sa.func.char_length(body), 0)
+        unsure = [sa.case((sure, sa.null()), else_=col) for col in (subject, body)]
+        return sa.select(self.key_col, *unsure, c[cols.created_at], c[cols.updated_at], digest, chars, sure)
 
     def _version(self, row) -> dt.datetime:
         """updated_at, or created_at where it is NULL, as an instant."""
@@ -228,9 +265,10 @@ class Source:
         finally:
             result.close()
 
-    def _window_rows(self, conn: sa.Connection, window: Window) -> Iterator[sa.Row]:
+    def _window_rows(self, conn: sa.Connection, window: Window, stmt: sa.Select | None = None) -> Iterator[sa.Row]:
         """Rows created or updated in [start, end) by instant (duplicates too), unordered."""
-        for row in self._stream(conn, self._select().where(self._window_filter(window))):
+        stmt = self._select() if stmt is None else stmt
+        for row in self._stream(conn, stmt.where(self._window_filter(window))):
             created = self._instant(row[3], self.cols.created_at)
             updated = self._instant(row[4], self.cols.updated_at)
             if any(t is not None and window.start <= t < window.end for t in (created, updated)):
@@ -238,13 +276,16 @@ class Source:
 
     def _plan_row(self, row) -> SourceRow:
         subject, body = row[1], row[2]
-        digest = content_hash(subject, body)
+        if len(row) > 5:  # hashed by the database (`_plan_select`)
+            digest, chars, empty = row[5], row[6], not (row[7] or has_text(subject, body))
+        else:
+            digest = content_hash(subject, body)
+            chars, empty = len(subject or "") + len(body or ""), not has_text(subject, body)
         key = self.key_of(row[0])
         problem = id_problem(key)
         if problem is not None:
             key = surrogate_key(problem, row[0], digest)
-        chars = len(subject or "") + len(body or "")
-        return SourceRow(key, problem, self._version(row), digest, not has_text(subject, body), chars)
+        return SourceRow(key, problem, self._version(row), digest, empty, chars)
 
     def order(
         self, conn: sa.Connection, window: Window | None = None, keys: Iterable[str] | None = None
@@ -264,12 +305,12 @@ class Source:
 
     def scan_window(self, conn: sa.Connection, window: Window) -> Iterator[SourceRow]:
         """Plan's read of the window: every row (duplicates included), unordered, no text."""
-        for row in self._window_rows(conn, window):
+        for row in self._window_rows(conn, window, self._plan_select()):
             yield self._plan_row(row)
 
     def scan_ids(self, conn: sa.Connection, keys: Iterable[str]) -> Iterator[SourceRow]:
         """Plan's read of named tickets (duplicates included), no text."""
-        for row in self._rows_for_keys(conn, keys, self._select()):
+        for row in self._rows_for_keys(conn, keys, self._plan_select()):
             yield self._plan_row(row)
 
     def in_window(self, conn: sa.Connection, window: Window) -> Iterator[SourceTicket]:

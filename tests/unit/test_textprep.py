@@ -226,3 +226,15 @@ def test_content_hash_keeps_its_definition_on_known_values():
 @given(st.one_of(st.none(), st.text()), st.one_of(st.none(), st.text()))
 def test_content_hash_equals_the_json_definition(subject, body):
     assert content_hash(subject, body) == _hash_as_defined(subject, body)
+
+
+@given(st.text(min_size=1, max_size=40), st.one_of(st.none(), st.text(max_size=40)), st.integers(0, 3))
+def test_long_texts_hashed_a_piece_at_a_time_keep_the_definition(unit, subject, shift):
+    """Texts longer than HASH_PIECE are escaped and encoded piecewise; quotes, backslashes, control
+    characters, surrogates and astral characters that straddle a piece boundary give the same bytes."""
+    from inference.textprep import HASH_PIECE
+
+    body = "x" * shift + unit * (HASH_PIECE // len(unit) + 2)
+    assert len(body) > HASH_PIECE
+    assert content_hash(subject, body) == _hash_as_defined(subject, body)
+    assert content_hash(body, subject) == _hash_as_defined(body, subject)
