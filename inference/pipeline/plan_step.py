@@ -28,9 +28,10 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
 
     The source is checked first (`Source.check`, through `Runtime.source`): a shape that cannot be read by
     instant and by key is refused with a ConfigError naming the column and the fix, before anything is
-    written. Then the whole backlog is read (IDs, hashes and token estimates, never text) into temporary
-    tables and planned there (inference.store.planning), in one transaction: memory stays flat whatever the
-    backlog's size.
+    written. Then the whole backlog (IDs, hashes and token estimates, never text) goes into temporary tables
+    and is planned there (inference.store.planning), in one transaction: memory stays flat whatever the
+    backlog's size. On PostgreSQL the database reads and hashes the window's rows itself where the source's
+    shape allows (inference.store.source, "Hashes in the database"); the rest is read and hashed here.
     """
     options = options or RunOptions()
     window = options.window(window)
@@ -46,9 +47,13 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
         with writing(rt.engine) as conn:
             runs.start_run(conn, run_id, window, version, options.as_dict())
             planning.open_tables(conn)
+            found = 0
+            in_db = options.ticket_ids is None and rt.source.plans_in_db
+            if in_db:  # the database reads and hashes the window's rows itself, but for the few Python must see
+                found = rt.source.plan_window_into(conn, planning.raw, window)
             with rt.engine.connect() as read:  # read and hashed on a thread of its own while this one writes
-                rows = _read_source(rt, read, window, options)
-                found = planning.add_source_pages(conn, prefetched(planning.source_pages(rows, conn.dialect.name)))
+                rows = _read_source(rt, read, window, options, rest=in_db)
+                found += planning.add_source_pages(conn, prefetched(planning.source_pages(rows, conn.dialect.name)))
             duplicates = planning.keep_newest(conn)
             _judge_all(rt, conn, version, options, position)
             counts = planning.counts(conn, options.limit)
@@ -102,10 +107,11 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
         return [ShardSpec(run_id, k, n, tokens) for k, n, tokens in sizes]
 
 
-def _read_source(rt: Runtime, read, window: Window, options: RunOptions) -> Iterator[SourceRow]:
-    """Every source row of the window (or of the named tickets), duplicates included."""
+def _read_source(rt: Runtime, read, window: Window, options: RunOptions, rest: bool) -> Iterator[SourceRow]:
+    """Every source row of the window (or of the named tickets), duplicates included; `rest`: those the
+    database did not plan itself."""
     if options.ticket_ids is None:
-        yield from rt.source.scan_window(read, window)
+        yield from rt.source.scan_window(read, window, rest=rest)
     else:
         yield from rt.source.scan_ids(read, options.ticket_ids)
 

@@ -31,12 +31,12 @@ other ticket (moved by VACUUM FULL, updated, even to the same text) is read agai
 tables, SQLite and roles without SELECT on tableoid, ctid and xmin are always read again in full.
 
 Hashes in the database. On PostgreSQL, where subject and body are text or varchar (or domains over them) and
-the database is UTF-8 (server 11 or later), plan's reads have the database compute each row's content hash,
-`sha256` of `json_build_array(subject, body)` in UTF-8: the very bytes `textprep.content_hash` hashes (JSON
-escapes only quotes, backslashes and control characters in both; PostgreSQL text holds no NUL and no lone
-surrogates). The text itself then stays in the database, except for a row with no ASCII letter or digit,
-whose text comes along so that Python decides whether anything in it is visible (the input policy). Other
-shapes (char(n), whose padding JSON keeps but length() drops; other encodings) hash in Python.
+the database is UTF-8, plan has the database compute each row's content hash, characters and whether its text
+is surely visible (inference/store/source_sql.py: exactly what Python computes), so the text stays in the
+database. Where the timestamps are also `timestamp with time zone`, the window is planned inside the database
+altogether (`plan_window_into`: one INSERT .. SELECT), but for the rows that need Python: an ID that cannot be a
+key, text with no ASCII letter or digit (the input policy decides whether anything in it is visible), an
+infinite timestamp. Other shapes are read and hashed in Python.
 
 Memory. Rows are fetched a few at a time (server-side cursors on PostgreSQL), about TEXT_BUDGET characters
 of ticket text per fetch whatever the size of one ticket, and each row's text is reduced at once to what the
@@ -58,9 +58,18 @@ from sqlalchemy.dialects import postgresql
 from inference.config import SourceColumns
 from inference.errors import ConfigError
 from inference.records import SourceTicket, SourceVersion, TicketInput
+from inference.store import source_sql as sql
 from inference.store.db import in_pages, page_size
 from inference.store.source_check import check as check_source
-from inference.store.source_keys import PgType, id_problem, sort_key, sqlite_key, sqlite_values, surrogate_key
+from inference.store.source_keys import (
+    MAX_ID_BYTES,
+    PgType,
+    id_problem,
+    sort_key,
+    sqlite_key,
+    sqlite_values,
+    surrogate_key,
+)
 from inference.store.source_time import to_instant
 from inference.textprep import content_hash, has_text
 from inference.window import UTC, Window
@@ -100,11 +109,6 @@ _PG_ROW_VERSIONS = sa.text(
     "ELSE false END FROM pg_class c WHERE c.oid = CAST(:rel AS regclass)"
 )
 _STAMP_KINDS = {"timestamptz": "tz", "timestamp": "naive", "date": "date"}
-_PG_HASHING = sa.text(
-    "SELECT current_setting('server_encoding') = 'UTF8' AND current_setting('server_version_num')::int >= 110000"
-)
-_HASHED_TYPES = {"text", "varchar"}  # base types whose JSON form is the value Python reads (see the docstring)
-_ALNUM = "[0-9A-Za-z]"  # a row with one of these surely has visible text
 
 
 class Source:
@@ -166,10 +170,10 @@ class Source:
 
     def _hashable(self, engine: sa.Engine) -> bool:
         """Whether the database computes plan's content hashes (the module's "Hashes in the database")."""
-        if any(self._types[name][1] not in _HASHED_TYPES for name in (self.cols.subject, self.cols.body)):
+        if any(self._types[name][1] not in sql.HASHED_TYPES for name in (self.cols.subject, self.cols.body)):
             return False
         with engine.connect() as conn:
-            return bool(conn.scalar(_PG_HASHING))
+            return sql.can_hash(conn)
 
     def _stamp_kind(self, name: str) -> str:
         """How a timestamp column's values are compared: tz, naive, date, text (or unsupported: a type name)."""
@@ -208,14 +212,51 @@ class Source:
             return self._select()
         c, cols = self.table.c, self.cols
         subject, body = c[cols.subject], c[cols.body]
-        sure = sa.func.coalesce(
-            sa.or_(*[sa.collate(col, "C").op("~")(sa.literal(_ALNUM)) for col in (subject, body)]), False
-        )
-        document = sa.cast(sa.func.json_build_array(subject, body), sa.Text)
-        digest = sa.func.encode(sa.func.sha256(sa.func.convert_to(document, sa.literal("UTF8"))), sa.literal("hex"))
-        chars = sa.func.coalesce(sa.func.char_length(subject), 0) + sa.func.coalesce(sa.func.char_length(body), 0)
+        sure = sql.surely_visible(subject, body)
         unsure = [sa.case((sure, sa.null()), else_=col) for col in (subject, body)]
-        return sa.select(self.key_col, *unsure, c[cols.created_at], c[cols.updated_at], digest, chars, sure)
+        return sa.select(
+            self.key_col,
+            *unsure,
+            c[cols.created_at],
+            c[cols.updated_at],
+            sql.digest(subject, body),
+            sql.chars(subject, body),
+            sure,
+        )
+
+    @property
+    def plans_in_db(self) -> bool:
+        """Whether plan's read of a window runs inside the database (the module's "Hashes in the database")."""
+        return self.hashes_in_db and all(self.stamps[n] == "tz" for n in (self.cols.created_at, self.cols.updated_at))
+
+    def _plain(self) -> sa.ColumnElement[bool]:
+        """The rows the database plans alone: a key that can be stored, surely visible text, finite timestamps.
+        Never NULL."""
+        c, cols = self.table.c, self.cols
+        return sa.and_(
+            self.key_col.is_not(None),
+            sa.func.coalesce(sa.func.octet_length(self.key_col) <= MAX_ID_BYTES, False),
+            sql.surely_visible(c[cols.subject], c[cols.body]),
+            sql.finite(c[cols.created_at]),
+            sql.finite(c[cols.updated_at]),
+        )
+
+    def plan_window_into(self, conn: sa.Connection, table: sa.Table, window: Window) -> int:
+        """Where `plans_in_db`: the window's plain rows (`_plain`) written by the database into plan's table of
+        source rows (ticket_id, id_problem, version_us, content_hash, empty, chars), in `conn`'s transaction;
+        `scan_window(..., rest=True)` reads the others. Returns how many rows."""
+        c, cols = self.table.c, self.cols
+        subject, body = c[cols.subject], c[cols.body]
+        rows = sa.select(
+            self.key_col,
+            sa.null(),
+            sql.version_micros(c[cols.created_at], c[cols.updated_at]),
+            sql.digest(subject, body),
+            sa.false(),
+            sql.chars(subject, body),
+        ).where(self._window_filter(window), self._plain())
+        names = ["ticket_id", "id_problem", "version_us", "content_hash", "empty", "chars"]
+        return conn.execute(sa.insert(table).from_select(names, rows)).rowcount
 
     def _version(self, row) -> dt.datetime:
         """updated_at, or created_at where it is NULL, as an instant."""
@@ -303,9 +344,11 @@ class Source:
             out.setdefault(self.key_of(row[0]), len(out))
         return out
 
-    def scan_window(self, conn: sa.Connection, window: Window) -> Iterator[SourceRow]:
-        """Plan's read of the window: every row (duplicates included), unordered, no text."""
-        for row in self._window_rows(conn, window, self._plan_select()):
+    def scan_window(self, conn: sa.Connection, window: Window, rest: bool = False) -> Iterator[SourceRow]:
+        """Plan's read of the window: every row (duplicates included), unordered, no text; `rest`: only the rows
+        `plan_window_into` leaves out."""
+        stmt = self._plan_select().where(sa.not_(self._plain())) if rest else self._plan_select()
+        for row in self._window_rows(conn, window, stmt):
             yield self._plan_row(row)
 
     def scan_ids(self, conn: sa.Connection, keys: Iterable[str]) -> Iterator[SourceRow]:

@@ -117,3 +117,72 @@ def test_any_text_postgresql_holds_hashes_the_same_in_the_database(shapes, rows)
     assert source.hashes_in_db
     fill(shapes, "src", rows)
     check(source, rows)
+
+
+# --- the window planned inside the database --------------------------------------------------------------------
+
+US = dt.timedelta(microseconds=1)
+INSTANTS = [
+    None,
+    W.start - US,
+    W.start,
+    W.start + dt.timedelta(hours=5, microseconds=123457),
+    W.end - US,
+    W.end,
+    W.start - dt.timedelta(days=400, microseconds=999999),
+    dt.datetime(1969, 12, 31, 23, 59, 58, 500000, tzinfo=dt.UTC),  # before the epoch
+    "infinity",
+    "-infinity",
+]
+source_ids = st.none() | st.text("ab1-", max_size=3) | st.just("x" * 600)  # NULL, duplicates, too long
+source_texts = st.sampled_from([None, "", " ", "Refund", "\u00e9\u00e9", "\u200b", "\u6f22 1"])
+
+
+def raw_rows(source: Source, in_db: bool) -> list[tuple]:
+    """plan's table of source rows, filled by the database and Python (`in_db`) or by Python alone."""
+    from inference.store import planning
+
+    with source.engine.begin() as conn:
+        planning.open_tables(conn)
+        if in_db:
+            n = source.plan_window_into(conn, planning.raw, W)
+            with source.engine.connect() as read:
+                n += planning.add_source_pages(
+                    conn, planning.source_pages(source.scan_window(read, W, rest=True), "postgresql")
+                )
+        else:
+            with source.engine.connect() as read:
+                n = planning.add_source_pages(conn, planning.source_pages(source.scan_window(read, W), "postgresql"))
+        found = sorted(tuple(r) for r in conn.execute(sa.select(planning.raw)))
+        assert n == len(found)
+        conn.rollback()
+    return found
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(source_ids, source_texts, source_texts, st.sampled_from(INSTANTS), st.sampled_from(INSTANTS)),
+        max_size=25,
+    )
+)
+def test_the_window_planned_in_the_database_equals_reading_it_in_python(shapes, rows):
+    if not shapes.made:
+        shapes.table("src", "ticket_id TEXT, subject TEXT, body TEXT, created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ")
+    with shapes.engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM src")
+    shapes.insert("src", [dict(ticket_id=i, subject=s, body=b, created_at=c, updated_at=u) for i, s, b, c, u in rows])
+    in_db = Source(shapes.engine, SourceColumns(table="src"))
+    assert in_db.plans_in_db
+    in_python = Source(shapes.engine, SourceColumns(table="src"))
+    in_python.hashes_in_db = False
+    assert not in_python.plans_in_db
+    assert raw_rows(in_db, True) == raw_rows(in_python, False)
+
+
+def test_text_timestamps_and_char_columns_are_not_planned_in_the_database(shapes):
+    shapes.table("t1", "ticket_id BIGINT, subject TEXT, body TEXT, created_at TEXT, updated_at TIMESTAMPTZ")
+    shapes.table("t2", "ticket_id BIGINT, subject CHAR(9), body TEXT, created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ")
+    shapes.table("t3", "ticket_id BIGINT, subject TEXT, body TEXT, created_at TIMESTAMPTZ, updated_at TIMESTAMP")
+    assert not any(Source(shapes.engine, SourceColumns(table=t)).plans_in_db for t in ("t1", "t2", "t3"))
+    assert Source(shapes.engine, SourceColumns(table="t1")).hashes_in_db
