@@ -126,7 +126,10 @@ inference_run_items = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("reason", sa.String(40)),
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
-    sa.Index("ix_run_items_shard_status", "run_id", "shard", "status"),
+    # No column a shard updates (attempts, status, reason) is indexed, and pages keep room for new versions:
+    # claims and settles are heap-only updates (revision 0006).
+    sa.Index("ix_run_items_shard", "run_id", "shard", "ticket_id"),
+    postgresql_with={"fillfactor": 60},
 )
 
 # Outputs of infer_shard waiting for load_results; keyed by (run, ticket) so a rerun resumes.

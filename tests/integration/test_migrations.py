@@ -195,8 +195,8 @@ def db(url: str, *args: str) -> int:
 
 
 def test_head_is_the_last_revision_and_history_is_linear():
-    assert migrate.revisions() == ["0001", "0002", "0003", "0004", "0005"]
-    assert HEAD == "0005"
+    assert migrate.revisions() == ["0001", "0002", "0003", "0004", "0005", "0006"]
+    assert HEAD == "0006"
 
 
 def test_upgrade_from_b508944_with_data_then_down_and_up(empty_url, engine, capsys):
@@ -286,6 +286,29 @@ def test_the_migrations_alone_make_exactly_the_metadata(engine):
     """What catches a head module declaring a column no migration adds (runs would add it in place)."""
     assert migrate.upgrade(engine) == HEAD
     assert schema_diff(engine) == []
+
+
+def test_run_items_leave_room_for_heap_only_updates_from_0006(engine):
+    """A shard's claim and settle must not write index entries: no updated column indexed, and on PostgreSQL
+    pages with room for the new versions (fillfactor 60); a downgrade restores 0005's index."""
+    pg = engine.dialect.name == "postgresql"
+
+    def shape() -> tuple[dict, list | None]:
+        with engine.connect() as conn:
+            indexes = {i["name"]: i["column_names"] for i in sa.inspect(conn).get_indexes("inference_run_items")}
+            options = None
+            if pg:
+                options = conn.scalar(sa.text("SELECT reloptions FROM pg_class WHERE relname = 'inference_run_items'"))
+        return indexes, options
+
+    migrate.upgrade(engine)
+    indexes, options = shape()
+    assert indexes == {"ix_run_items_shard": ["run_id", "shard", "ticket_id"]}
+    assert options == (["fillfactor=60"] if pg else None)
+    assert db(engine.url.render_as_string(hide_password=False), "downgrade", "0005") == 0
+    indexes, options = shape()
+    assert indexes == {"ix_run_items_shard_status": ["run_id", "shard", "status"]}
+    assert options is None
 
 
 def test_empty_database_is_created_at_head_on_first_run(engine):
