@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from inference.bench.rss import run_step, start_step, wait_step
 from inference.bench.scratchdb import create_database, database_exists, drop_database, scratch_database
 from inference.bench.seeding import seed_mix
+from inference.store import migrate
 from inference.store.db import make_engine
 from inference.window import window_for_date
 
@@ -130,6 +131,8 @@ def overhead(
         try:
             if template is None:
                 seed_mix(db, tickets, window_for_date(DATE))
+            else:  # a template kept from an older release holds our tables at its revision: this copy migrates
+                migrate.upgrade(db)
             seeding = time.perf_counter() - t0
             log(f"overhead: {tickets} source tickets ready in {seeding:.0f}s")
             out = whole_run(url, "bench-overhead", engine, shards, parallel, fail_every, log)
