@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from inference.store import schema as s
 from inference.store.batch_tables import PART_COLLECTED, inference_batch_requests, inference_batches
-from inference.store.db import id_pages
+from inference.store.db import id_pages, ids_in
 
 B, R = inference_batches.c, inference_batch_requests.c
 INSERT_PAGE = 5000
@@ -104,7 +104,7 @@ def lock_waiting(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str], af
             sa.select(i.ticket_id)
             .where(
                 i.run_id == run_id,
-                i.ticket_id.in_(sa.bindparam("ids", expanding=True)),
+                ids_in(conn, i.ticket_id),
                 i.status.in_([s.ITEM_STAGED, s.ITEM_FAILED]),
             )
             .order_by(i.ticket_id)
@@ -120,7 +120,7 @@ def fill_summaries(conn: sa.Connection, run_id: str, replies: Sequence[tuple[str
     st = s.inference_staging.c
     expected = {t: digest for t, digest, _ in replies}
     find = sa.select(st.ticket_id, st.content_hash).where(
-        st.run_id == run_id, st.ticket_id.in_(sa.bindparam("ids", expanding=True)), st.summary.is_(None)
+        st.run_id == run_id, ids_in(conn, st.ticket_id), st.summary.is_(None)
     )
     matching = set()
     for page in id_pages(conn, expected):
@@ -199,9 +199,7 @@ def update_members(conn: sa.Connection, run_id: str, part: int, rows: Sequence[M
 
 
 def drop_members(conn: sa.Connection, run_id: str, part: int, ticket_ids: Iterable[str]) -> None:
-    stmt = sa.delete(inference_batch_requests).where(
-        R.run_id == run_id, R.part == part, R.ticket_id.in_(sa.bindparam("ids", expanding=True))
-    )
+    stmt = sa.delete(inference_batch_requests).where(R.run_id == run_id, R.part == part, ids_in(conn, R.ticket_id))
     for page in id_pages(conn, ticket_ids):
         conn.execute(stmt, {"ids": page})
 
