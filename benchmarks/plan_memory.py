@@ -23,7 +23,16 @@ from inference.store.db import make_engine
 from inference.store.source import Source
 from inference.window import window_for_date
 
-CALLS = ("add_source_pages", "keep_newest", "counts", "write_items", "shard_sizes", "unsupported", "emptied")
+CALLS = (
+    "open_tables",
+    "add_source_pages",
+    "keep_newest",
+    "counts",
+    "write_items",
+    "shard_sizes",
+    "unsupported",
+    "emptied",
+)
 
 
 def _watched(peaks: dict, name: str, fn):
@@ -54,7 +63,6 @@ def main() -> None:
     peaks: dict[str, float] = {}
     for name in CALLS:
         setattr(planning, name, _watched(peaks, name, getattr(planning, name)))
-    Source.plan_window_into = _watched(peaks, "plan_window_into", Source.plan_window_into)
     with scratch_database(args.pg_url, "inference_bench_planmem", template) as url:
         engine = make_engine(url)
         try:

@@ -46,11 +46,9 @@ def plan_run(settings: Settings, run_id: str, window: Window, options: RunOption
                     position = rt.source.order(conn, keys=options.ticket_ids)
         with writing(rt.engine) as conn:
             runs.start_run(conn, run_id, window, version, options.as_dict())
-            planning.open_tables(conn)
-            found = 0
             in_db = options.ticket_ids is None and rt.source.plans_in_db
-            if in_db:  # the database reads and hashes the window's rows itself, but for the few Python must see
-                found = rt.source.plan_window_into(conn, planning.raw, window)
+            # the database reads and hashes the window's rows itself, but for the few Python must see
+            found = planning.open_tables(conn, rt.source.window_plan_rows(window) if in_db else None)
             with rt.engine.connect() as read:  # read and hashed on a thread of its own while this one writes
                 rows = _read_source(rt, read, window, options, rest=in_db)
                 found += planning.add_source_pages(conn, prefetched(planning.source_pages(rows, conn.dialect.name)))

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
 
 from inference.records import FailureKind, SkipReason
 from inference.store.db import scrubbed_driver_call
@@ -86,11 +87,38 @@ class Counts:
     unsupported: int = 0
 
 
-def open_tables(conn: sa.Connection) -> None:
+def open_tables(conn: sa.Connection, raw_from: sa.Select | None = None) -> int:
+    """Creates the working tables; `raw_from`: plan_raw starts with the rows of this select (columns in its
+    order: the source rows the database plans itself, Source.window_plan_rows). Returns how many.
+
+    On PostgreSQL that table is made by CREATE TEMPORARY TABLE .. AS, which may scan the source with parallel
+    workers (an INSERT .. SELECT never does); its columns are cast to plan_raw's types."""
     tables = [raw, rows, candidates, positions]
     if conn.dialect.name != "postgresql":  # SQLite keeps temporary tables per connection: a pooled one may hold some
         _meta.drop_all(conn, tables=tables, checkfirst=True)
-    _meta.create_all(conn, tables=tables)
+    if raw_from is None or conn.dialect.name != "postgresql":
+        _meta.create_all(conn, tables=tables)
+        if raw_from is None:
+            return 0
+        return conn.execute(sa.insert(raw).from_select([c.name for c in raw.columns], raw_from)).rowcount
+    _meta.create_all(conn, tables=tables[1:])
+    typed = [sa.cast(col, c.type).label(c.name) for col, c in zip(raw_from.selected_columns, raw.columns, strict=True)]
+    return conn.execute(_CreateTempAs(raw.name, raw_from.with_only_columns(*typed))).rowcount
+
+
+class _CreateTempAs(sa.sql.expression.Executable, sa.sql.expression.ClauseElement):
+    """CREATE TEMPORARY TABLE <name> ON COMMIT DROP AS <select> (PostgreSQL), its parameters bound as usual."""
+
+    inherit_cache = False
+
+    def __init__(self, name: str, select: sa.Select):
+        self.name, self.select = name, select
+
+
+@compiles(_CreateTempAs, "postgresql")
+def _compile_create_temp_as(element: _CreateTempAs, compiler, **kw) -> str:
+    name = compiler.preparer.quote(element.name)
+    return f"CREATE TEMPORARY TABLE {name} ON COMMIT DROP AS {compiler.process(element.select, **kw)}"
 
 
 def _write(conn: sa.Connection, table: sa.Table, values: Sequence[tuple] | str) -> None:
@@ -236,37 +264,46 @@ def write_items(conn: sa.Connection, run_id: str, limit: int | None, shards: int
 
     Shards are contiguous ranges of ticket IDs: a ticket goes to the shard its tokens' midpoint falls in
     (cumulative estimated tokens, in ID order, times shards over the total), then shards are numbered densely.
+    Every window runs over ID order (the midpoints only grow along it, so a shard's dense number is how many
+    distinct midpoint shards came before): one pass, no sort of the whole backlog by shard, and the items
+    arrive in ID order, so both of their indexes grow at their right edge.
     """
     chosen = _chosen(limit).subquery("chosen")
     c = chosen.c
+    by_id = {"order_by": c.ticket_id}
     work = sa.and_(c.id_problem.is_(None), sa.not_(c.empty))
-    upto = sa.func.sum(sa.case((work, c.est_tokens), else_=0)).over(order_by=c.ticket_id, rows=(None, 0))
+    upto = sa.func.sum(sa.case((work, c.est_tokens), else_=0)).over(**by_id, rows=(None, 0))
     with_upto = sa.select(chosen, work.label("work"), upto.label("upto")).subquery("upto")
     u = with_upto.c
     total = max(work_tokens, 1)
     raw_shard = sa.case(
         (u.work, ((2 * u.upto - u.est_tokens) * shards) // (2 * total)),  # integer division (all positive)
-        else_=-1,
+        else_=sa.null(),
     )
     with_raw = sa.select(with_upto, raw_shard.label("raw_shard")).subquery("raw")
     w = with_raw.c
-    shard = sa.case((w.work, sa.func.dense_rank().over(partition_by=w.work, order_by=w.raw_shard) - 1), else_=-1)
-    status = sa.case((w.id_problem.is_not(None), ITEM_FAILED), (w.empty, ITEM_SKIPPED), else_=ITEM_PLANNED)
+    before = sa.func.max(w.raw_shard).over(order_by=w.ticket_id, rows=(None, -1))  # NULLs (no work) are ignored
+    with_before = sa.select(with_raw, before.label("before")).subquery("before")
+    b = with_before.c
+    starts = sa.case((sa.and_(b.work, sa.or_(b.before.is_(None), b.raw_shard > b.before)), 1), else_=0)
+    dense = sa.func.sum(starts).over(order_by=b.ticket_id, rows=(None, 0)) - 1
+    shard = sa.case((b.work, dense), else_=-1)
+    status = sa.case((b.id_problem.is_not(None), ITEM_FAILED), (b.empty, ITEM_SKIPPED), else_=ITEM_PLANNED)
     reason = sa.case(
-        (w.id_problem.is_not(None), str(FailureKind.UNSUPPORTED_ID)),
-        (w.empty, str(SkipReason.EMPTY_INPUT)),
+        (b.id_problem.is_not(None), str(FailureKind.UNSUPPORTED_ID)),
+        (b.empty, str(SkipReason.EMPTY_INPUT)),
         else_=sa.null(),
     )
     select = sa.select(
         sa.literal(run_id, sa.Text),
-        w.ticket_id,
+        b.ticket_id,
         shard,
-        w.est_tokens,
-        w.content_hash,
+        b.est_tokens,
+        b.content_hash,
         status,
         reason,
         sa.literal(0, sa.Integer),
-    )
+    ).order_by(b.ticket_id)
     names = ["run_id", "ticket_id", "shard", "est_tokens", "content_hash", "status", "reason", "attempts"]
     conn.execute(sa.insert(inference_run_items).from_select(names, select))
 

@@ -34,7 +34,7 @@ Hashes in the database. On PostgreSQL, where subject and body are text or varcha
 the database is UTF-8, plan has the database compute each row's content hash, characters and whether its text
 is surely visible (inference/store/source_sql.py: exactly what Python computes), so the text stays in the
 database. Where the timestamps are also `timestamp with time zone`, the window is planned inside the database
-altogether (`plan_window_into`: one INSERT .. SELECT), but for the rows that need Python: an ID that cannot be a
+altogether (`window_plan_rows`: one CREATE TABLE .. AS, which may scan with parallel workers), but for the rows that need Python: an ID that cannot be a
 key, text with no ASCII letter or digit (the input policy decides whether anything in it is visible), an
 infinite timestamp. Other shapes are read and hashed in Python.
 
@@ -241,13 +241,13 @@ class Source:
             sql.finite(c[cols.updated_at]),
         )
 
-    def plan_window_into(self, conn: sa.Connection, table: sa.Table, window: Window) -> int:
-        """Where `plans_in_db`: the window's plain rows (`_plain`) written by the database into plan's table of
-        source rows (ticket_id, id_problem, version_us, content_hash, empty, chars), in `conn`'s transaction;
-        `scan_window(..., rest=True)` reads the others. Returns how many rows."""
+    def window_plan_rows(self, window: Window) -> sa.Select:
+        """Where `plans_in_db`: the window's plain rows (`_plain`) as plan's table of source rows wants them
+        (ticket_id, id_problem, version_us, content_hash, empty, chars), computed by the database
+        (planning.open_tables writes them); `scan_window(..., rest=True)` reads the others."""
         c, cols = self.table.c, self.cols
         subject, body = c[cols.subject], c[cols.body]
-        rows = sa.select(
+        return sa.select(
             self.key_col,
             sa.null(),
             sql.version_micros(c[cols.created_at], c[cols.updated_at]),
@@ -255,8 +255,6 @@ class Source:
             sa.false(),
             sql.chars(subject, body),
         ).where(self._window_filter(window), self._plain())
-        names = ["ticket_id", "id_problem", "version_us", "content_hash", "empty", "chars"]
-        return conn.execute(sa.insert(table).from_select(names, rows)).rowcount
 
     def _version(self, row) -> dt.datetime:
         """updated_at, or created_at where it is NULL, as an instant."""
@@ -346,7 +344,7 @@ class Source:
 
     def scan_window(self, conn: sa.Connection, window: Window, rest: bool = False) -> Iterator[SourceRow]:
         """Plan's read of the window: every row (duplicates included), unordered, no text; `rest`: only the rows
-        `plan_window_into` leaves out."""
+        `window_plan_rows` leaves out."""
         stmt = self._plan_select().where(sa.not_(self._plain())) if rest else self._plan_select()
         for row in self._window_rows(conn, window, stmt):
             yield self._plan_row(row)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from inference.plan import needs_work
 from inference.store import planning
 from inference.store.db import writing
-from inference.store.schema import FAILURE_DEAD, FAILURE_PENDING, ticket_failures, ticket_results
+from inference.store.schema import FAILURE_DEAD, FAILURE_PENDING, inference_run_items, ticket_failures, ticket_results
 from inference.textprep import tokens_for_chars
 from tests.support.tables import result_row
 
@@ -108,3 +108,60 @@ def test_limit_positions_order_the_candidates(schema_engine):
         got = dict(conn.execute(sa.select(planning.candidates.c.ticket_id, planning.candidates.c.pos)).all())
         conn.rollback()
     assert got == {"2": 0, "10": 1, "7": 2}
+
+
+candidate = st.tuples(
+    st.text("aB1-é", min_size=1, max_size=4),  # IDs whose order the database decides (its collation)
+    st.integers(1, 300),  # estimated tokens
+    st.booleans(),  # empty
+    st.booleans(),  # unsupported ID
+)
+
+
+def expected_shards(order: list[str], cands: dict[str, tuple[int, bool, bool]], shards: int) -> dict:
+    """The docstring of planning.write_items, step by step: work tickets in ID order, each in the shard its
+    tokens' midpoint falls in, those shards numbered densely; empty and unsupported tickets in none (-1)."""
+    total = max(sum(est for est, empty, bad in cands.values() if not (empty or bad)), 1)
+    upto, dense, last, out = 0, -1, None, {}
+    for t in order:
+        est, empty, bad = cands[t]
+        if bad:
+            out[t] = (-1, "failed", "unsupported_id")
+        elif empty:
+            out[t] = (-1, "skipped", "empty_input")
+        else:
+            upto += est
+            raw_shard = ((2 * upto - est) * shards) // (2 * total)
+            if raw_shard != last:
+                dense, last = dense + 1, raw_shard
+            out[t] = (dense, "planned", None)
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cands=st.lists(candidate, max_size=25, unique_by=lambda c: c[0]), shards=st.integers(1, 7))
+def test_items_are_written_in_contiguous_balanced_densely_numbered_shards(schema_engine, cands, shards):
+    """write_items' shard of every ticket (one pass of windows over ID order) equals the step-by-step
+    definition; each shard is a contiguous range of IDs and shards are numbered 0, 1, .. without gaps."""
+    by_id = {t: (est, empty, bad) for t, est, empty, bad in cands}
+    with writing(schema_engine) as conn:
+        planning.open_tables(conn)
+        planning._write(
+            conn,
+            planning.candidates,
+            [(t, HASHES[0], est, empty, False, "null" if bad else None, 0) for t, est, empty, bad in cands],
+        )
+        work_tokens = planning.counts(conn, None).work_tokens
+        planning.write_items(conn, "run-s", None, shards, work_tokens)
+        i = inference_run_items.c
+        got = {
+            r.ticket_id: (r.shard, r.status, r.reason)
+            for r in conn.execute(sa.select(i.ticket_id, i.shard, i.status, i.reason).where(i.run_id == "run-s"))
+        }
+        order = list(conn.scalars(sa.select(planning.candidates.c.ticket_id).order_by(planning.candidates.c.ticket_id)))
+        conn.rollback()
+    assert got == expected_shards(order, by_id, shards)
+    numbers = [got[t][0] for t in order if got[t][0] >= 0]
+    assert numbers == sorted(numbers)  # contiguous ranges in ID order
+    assert sorted(set(numbers)) == list(range(len(set(numbers))))  # dense
+    assert len(set(numbers)) <= shards

@@ -143,14 +143,14 @@ def raw_rows(source: Source, in_db: bool) -> list[tuple]:
     from inference.store import planning
 
     with source.engine.begin() as conn:
-        planning.open_tables(conn)
         if in_db:
-            n = source.plan_window_into(conn, planning.raw, W)
+            n = planning.open_tables(conn, source.window_plan_rows(W))
             with source.engine.connect() as read:
                 n += planning.add_source_pages(
                     conn, planning.source_pages(source.scan_window(read, W, rest=True), "postgresql")
                 )
         else:
+            planning.open_tables(conn)
             with source.engine.connect() as read:
                 n = planning.add_source_pages(conn, planning.source_pages(source.scan_window(read, W), "postgresql"))
         found = sorted(tuple(r) for r in conn.execute(sa.select(planning.raw)))
