@@ -22,7 +22,7 @@ from inference.predictor import ChunkOutcome, Predictor, PreparedChunk, load_pre
 from inference.records import Failure, FailureKind, InferSummary, RetrySummary, SourceVersion, TicketInput
 from inference.store import failures, items, metrics, runs, staging
 from inference.store.db import utcnow, writing
-from inference.store.schema import ITEM_SKIPPED, ITEM_STAGED
+from inference.store.schema import ITEM_SKIPPED, ITEM_STAGED, ITEM_SUCCEEDED
 
 
 def checked_predictor(rt: Runtime, run_id: str, predictor: Predictor | None) -> Predictor:
@@ -70,17 +70,21 @@ def commit(
     model read them, see `read_as`). Returns the part of the outcome that was
     applied, and how many of its results were loaded and are now current.
     """
+    loading = loader is not None and not loader.waiting
     with writing(rt.engine) as conn:
-        applied = outcome.only(items.lock_open_items(conn, run_id, outcome.ticket_ids))
-        staged_ids = [r.ticket_id for r in applied.staged]
+        # The items of the outputs are taken with the state they will most likely end in (a loaded result:
+        # succeeded), the others (failures, skips: few) only locked; the load below sets any other outcome.
+        staged = {r.ticket_id for r in outcome.staged}
+        taken = items.take_open_items(conn, run_id, staged, ITEM_SUCCEEDED if loading else ITEM_STAGED)
+        others = [t for t in outcome.ticket_ids if t not in staged]
+        applied = outcome.only(taken | (items.lock_open_items(conn, run_id, others) if others else set()))
         loaded = 0
-        if loader is not None and not loader.waiting:
-            if staged_ids:  # open items have no staged row: a row is staged with its item set staged, below
-                known = set(staged_ids)
-                loaded = loader.load(conn, applied.staged, known, in_staging=False, as_read=as_read).settled
+        if loading:
+            if applied.staged:  # open items have no staged row: a row is staged with its item set staged, below
+                loaded = loader.load(conn, applied.staged, taken, in_staging=False, as_read=as_read, taken=taken)
+                loaded = loaded.settled
         else:
             staging.stage(conn, applied.staged)
-            items.set_items(conn, run_id, staged_ids, ITEM_STAGED, None)
         for reason, group in applied.skipped.items():
             items.set_items(conn, run_id, group, ITEM_SKIPPED, reason)
         failures.record_failures(conn, run_id, version, applied.failures, rt.settings.max_attempts)

@@ -110,13 +110,15 @@ class Loader:
         *,
         in_staging: bool = True,
         as_read: Mapping[str, tuple[str, SourceVersion]] | None = None,
+        taken: set[str] = frozenset(),
     ) -> LoadSummary:
         """Writes the complete rows of `page` (those not waiting for a Batch API summary), gives each of their
         items its final state and unstages them; returns the counts. `known`: these tickets are known to have
         an item in the run (the caller holds their locks), so that is not looked up again. `in_staging=False`:
         the page was never staged (infer_shard's outputs, in memory): written from memory, nothing to unstage.
-        `as_read`: what the model read of these tickets (Source.versions)."""
-        return self.write(conn, self.judge(conn, page, known, as_read), in_staging=in_staging)
+        `as_read`: what the model read of these tickets (Source.versions). `taken`: these items are already
+        set succeeded in this transaction (items.take_open_items): only other outcomes are written to them."""
+        return self.write(conn, self.judge(conn, page, known, as_read), in_staging=in_staging, taken=taken)
 
     def judge(
         self,
@@ -155,8 +157,11 @@ class Loader:
                 out.valid.append(_result_row(staged, current, self.model_id, now))
         return out
 
-    def write(self, conn: sa.Connection, judged: Judged, *, in_staging: bool = True) -> LoadSummary:
-        """Upserts the valid rows, settles every judged item and unstages the page, in the caller's transaction."""
+    def write(
+        self, conn: sa.Connection, judged: Judged, *, in_staging: bool = True, taken: set[str] = frozenset()
+    ) -> LoadSummary:
+        """Upserts the valid rows, settles every judged item and unstages the page, in the caller's transaction.
+        `taken`: items already set succeeded in this transaction (see `load`)."""
         run_id, version = self.run_id, self.version
         if not judged.ids:
             return LoadSummary(run_id)
@@ -170,7 +175,7 @@ class Loader:
         refused = [r for r in valid if r["ticket_id"] not in written]
         settled = _settle_refused(self.rt, conn, refused, version, now_current)
         done = [*written, *settled.written, *settled.unchanged]
-        items.set_items(conn, run_id, done, ITEM_SUCCEEDED, None)
+        items.set_items(conn, run_id, [t for t in done if t not in taken], ITEM_SUCCEEDED, None)
         items.set_items(conn, run_id, settled.superseded, ITEM_SKIPPED, SkipReason.SUPERSEDED)
         items.set_items(conn, run_id, settled.outdated, ITEM_SKIPPED, SkipReason.MODEL_OUTDATED)
         items.set_items(conn, run_id, [*judged.deleted, *settled.deleted], ITEM_SKIPPED, SkipReason.DELETED)

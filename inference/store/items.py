@@ -52,6 +52,21 @@ def lock_open_items(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str])
     return open_
 
 
+def take_open_items(conn: sa.Connection, run_id: str, ticket_ids: Iterable[str], status: str) -> set[str]:
+    """Of these items, those still waiting for the model (see `lock_open_items`), given `status` (reason
+    cleared) and so locked for this transaction: one UPDATE .. RETURNING instead of a lock and then an update.
+    The caller sets another state, in the same transaction, on any of them that turns out otherwise. Rows are
+    taken in ticket_id order (the index's), as `lock_open_items` takes them, so writers cannot deadlock."""
+    i = s.inference_run_items.c
+    stmt = (
+        sa.update(s.inference_run_items)
+        .where(i.run_id == run_id, ids_in(conn, i.ticket_id), i.status.in_([s.ITEM_PLANNED, s.ITEM_FAILED]))
+        .values(status=status, reason=None)
+        .returning(i.ticket_id)
+    )
+    return {t for page in id_pages(conn, ticket_ids) for t in conn.scalars(stmt, {"ids": page})}
+
+
 def claim(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> None:
     """Counts an attempt before the model sees the items, committed first: if the process dies in the
     model, the next attempt knows which items were in flight."""

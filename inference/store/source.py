@@ -31,12 +31,13 @@ other ticket (moved by VACUUM FULL, updated, even to the same text) is read agai
 tables, SQLite and roles without SELECT on tableoid, ctid and xmin are always read again in full.
 
 Hashes in the database. On PostgreSQL, where subject and body are text or varchar (or domains over them) and
-the database is UTF-8, plan has the database compute each row's content hash, characters and whether its text
-is surely visible (inference/store/source_sql.py: exactly what Python computes), so the text stays in the
-database. Where the timestamps are also `timestamp with time zone`, the window is planned inside the database
-altogether (`window_plan_rows`: one CREATE TABLE .. AS, which may scan with parallel workers), but for the rows that need Python: an ID that cannot be a
-key, text with no ASCII letter or digit (the input policy decides whether anything in it is visible), an
-infinite timestamp. Other shapes are read and hashed in Python.
+the database is UTF-8, the database computes each row's content hash (inference/store/source_sql.py: the very
+bytes Python hashes) wherever the source is read by key (infer's model inputs, load's checks), and plan has it
+also count the characters and tell whether the text is surely visible, so the text stays in the database.
+Where the timestamps are also `timestamp with time zone`, the window is planned inside the database
+altogether (`window_plan_rows`: one CREATE TABLE .. AS, which may scan with parallel workers), but for the rows
+that need Python: an ID that cannot be a key, text with no ASCII letter or digit (the input policy decides
+whether anything in it is visible), an infinite timestamp. Other shapes are read and hashed in Python.
 
 Memory. Rows are fetched a few at a time (server-side cursors on PostgreSQL), about TEXT_BUDGET characters
 of ticket text per fetch whatever the size of one ticket, and each row's text is reduced at once to what the
@@ -197,13 +198,17 @@ class Source:
     def key_of(self, value: Any) -> str | None:
         return (None if value is None else str(value)) if self.is_pg else sqlite_key(value)
 
-    def _select(self, row_version: bool = False) -> sa.Select:
+    def _select(self, row_version: bool = False, digest: bool = False) -> sa.Select:
         """The columns every read takes, unordered: sorting rows that carry text would make the database
         (SQLite in this process) hold them all; the order is read separately, IDs only (`order`).
-        `row_version`: and, last, the row's version (see "Row versions")."""
+        `row_version`: and the row's version (see "Row versions"); `digest`: and, last, its content hash
+        computed by the database (only where `hashes_in_db`)."""
         c, cols = self.table.c, self.cols
-        stmt = sa.select(self.key_col, c[cols.subject], c[cols.body], c[cols.created_at], c[cols.updated_at])
-        return stmt.add_columns(sa.literal_column(_ROW_VERSION)) if row_version else stmt
+        subject, body = c[cols.subject], c[cols.body]
+        stmt = sa.select(self.key_col, subject, body, c[cols.created_at], c[cols.updated_at])
+        if row_version:
+            stmt = stmt.add_columns(sa.literal_column(_ROW_VERSION))
+        return stmt.add_columns(sql.digest(subject, body)) if digest else stmt
 
     def _plan_select(self) -> sa.Select:
         """Plan's read: `_select`, or where the database hashes, (key, subject, body, created, updated, hash,
@@ -413,10 +418,12 @@ class Source:
         """key -> make(row, digest, version time) of the key's newest row (then the highest content hash:
         deterministic). `row_versions` (where the source has them): filled with key -> its rows' versions."""
         marked = row_versions is not None and self.row_versions
+        hashed = self.hashes_in_db  # the database hashes the text it sends (the same bytes as content_hash)
         seen_versions: dict[str, list[str]] = {}
         best: dict[str, tuple[dt.datetime, str, Any]] = {}
-        for row in self._rows_for_keys(conn, keys, self._select(marked)):
-            key, digest, version = self.key_of(row[0]), content_hash(row[1], row[2]), self._version(row)
+        for row in self._rows_for_keys(conn, keys, self._select(marked, hashed)):
+            digest = row[-1] if hashed else content_hash(row[1], row[2])
+            key, version = self.key_of(row[0]), self._version(row)
             if marked:
                 seen_versions.setdefault(key, []).append(row[5])
             seen = best.get(key)
@@ -472,6 +479,16 @@ class Source:
         for row in self._rows_for_keys(conn, keys, stmt, text=False):
             now.setdefault(self.key_of(row[0]), []).append(row[1])
         return [k for k in keys if k in now and _joined(now[k]) == as_read[k][0]]
+
+    def holds_key(self, key: sa.ColumnElement) -> sa.ColumnElement[bool] | None:
+        """PostgreSQL: true where the source holds a row whose key is `key` (a text column of another table,
+        correlated), found by the key column's index; None on SQLite (use `existing`). The statement fails
+        (DataError) for a text the key column's type cannot hold: use `existing` for such keys."""
+        if not self.is_pg:
+            return None
+        declared, base, _ = self._types[self.cols.ticket_id]
+        typed = sa.cast(key, PgType("bpchar" if base == "bpchar" else declared))
+        return sa.exists().where(self.id_col == typed, self.key_col == key)
 
     def existing(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> set[str]:
         """Which of these keys the source still holds (reads IDs only)."""
