@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import zoneinfo
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -109,6 +110,9 @@ _PG_ROW_VERSIONS = sa.text(
     "AND has_column_privilege(c.oid, 'ctid', 'SELECT') AND has_column_privilege(c.oid, 'xmin', 'SELECT') "
     "ELSE false END FROM pg_class c WHERE c.oid = CAST(:rel AS regclass)"
 )
+_TEXT_KEY_TYPES = frozenset({"text", "character varying", "bpchar"})  # format_type without a length: any text
+_INT_KEY_BOUNDS = {"smallint": 2**15, "integer": 2**31, "bigint": 2**63}
+_INT_KEY = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 _STAMP_KINDS = {"timestamptz": "tz", "timestamp": "naive", "date": "date"}
 
 
@@ -377,6 +381,16 @@ class Source:
         values = [v for k in keys for v in sqlite_values(k)]
         return self.id_col.in_(sa.bindparam("ids", expanding=True)), {"ids": values}
 
+    def _surely_cast(self, keys: list[str]) -> bool:
+        """PostgreSQL: whether every key surely casts to the key column's type (the keys infer and load look up
+        are the source's own), so a page needs no savepoint to survive a failing cast: a text type, or an
+        integer type and keys that are its canonical digits within its range. Anything else: False."""
+        declared, _, _ = self._types[self.cols.ticket_id]
+        if declared in _TEXT_KEY_TYPES:
+            return True
+        bound = _INT_KEY_BOUNDS.get(declared)
+        return bound is not None and all(_INT_KEY.fullmatch(k) and -bound <= int(k) < bound for k in keys)
+
     def _rows_for_keys(
         self, conn: sa.Connection, keys: Iterable[str], stmt: sa.Select, text: bool = True
     ) -> Iterator[sa.Row]:
@@ -391,7 +405,7 @@ class Source:
 
     def _page(self, conn: sa.Connection, page: list[str], stmt: sa.Select, text: bool = True) -> Iterator[sa.Row]:
         where, params = self._lookup(page)
-        if not self.is_pg:
+        if not self.is_pg or self._surely_cast(page):  # no savepoint: the cast cannot fail
             yield from self._fetch(conn, stmt.where(where), params, text)
             return
         try:  # a key the column's type cannot hold (a named ID like 'abc' for an integer column) fails the cast

@@ -1,4 +1,4 @@
-"""The retraction sweep (inference/store/retraction.py) on PostgreSQL: the anti-join by the source's key index
+"""Lookups by key on PostgreSQL. The retraction sweep (inference/store/retraction.py) on PostgreSQL: the anti-join by the source's key index
 retracts exactly the results whose ticket no source row holds any more, the same as looking the IDs up key by
 key from Python, whatever the stored IDs are: non-canonical forms of a key ('007' for 7), texts the key's type
 cannot hold ('abc' for an integer key: that page falls back to key-by-key lookups), pages of any size."""
@@ -74,3 +74,26 @@ def test_the_sweep_retracts_exactly_the_results_no_source_row_holds(shapes, key_
 
     shapes.tickets_table("src", id_type=key_type, ts="TIMESTAMPTZ")
     check()
+
+
+@pytest.mark.parametrize("key_type", ["SMALLINT", "INTEGER", "BIGINT", "TEXT", "VARCHAR(20)", "UUID"])
+def test_keys_looked_up_without_a_savepoint_surely_cast(shapes, key_type):
+    """A page of keys is looked up without a savepoint only where every key surely casts to the key column's
+    type (Source._surely_cast); the source's own keys of integer and text columns always qualify."""
+    shapes.tickets_table("src", id_type=key_type, ts="TIMESTAMPTZ")
+    source = Source(shapes.engine, SourceColumns(table="src"))
+    sql_type = "VARCHAR" if key_type.startswith("VARCHAR") else key_type
+    bounds = {"SMALLINT": 2**15, "INTEGER": 2**31, "BIGINT": 2**63}.get(key_type, 2**63)
+    edges = st.sampled_from([bounds - 1, bounds, -bounds, -bounds - 1, 0]).map(str)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(key=st.text("0123456789-+ e.x", min_size=1, max_size=22) | st.integers(-(2**64), 2**64).map(str) | edges)
+    def check(key):
+        if not source._surely_cast([key]):  # noqa: SLF001 - the rule under test
+            return
+        with shapes.engine.connect() as conn:
+            conn.execute(sa.text(f"SELECT CAST(:k AS {sql_type})"), {"k": key})  # raises if the cast fails
+
+    check()
+    canonical = {"UUID": "0c3e8a4e-9a4b-4d1e-8a61-9b8d6b1c2f10"}.get(key_type, str(bounds - 1))
+    assert source._surely_cast([canonical]) == (key_type != "UUID")  # noqa: SLF001
