@@ -18,6 +18,7 @@ from inference.records import Failure, FailureKind, LoadSummary, SkipReason, Sou
 from inference.store import bulk, failures, items, runs, staging
 from inference.store.db import utcnow, writing
 from inference.store.results import (
+    CURRENT_VERSION,
     current_model_version,
     replace_if_unchanged,
     stored_rows,
@@ -166,13 +167,13 @@ class Loader:
         if not judged.ids:
             return LoadSummary(run_id)
         valid = judged.valid
-        now_current = current_model_version(conn)
         if in_staging and conn.dialect.name == "postgresql":  # from the locked staged rows: no second copy sent
             at = {r["ticket_id"]: r["source_updated_at"] for r in valid}
-            written = upsert_staged(conn, run_id, at, self.model_id, judged.now, now_current)
+            written = upsert_staged(conn, run_id, at, self.model_id, judged.now, CURRENT_VERSION)
         else:
-            written = upsert_results(conn, valid, now_current)
+            written = upsert_results(conn, valid, CURRENT_VERSION)
         refused = [r for r in valid if r["ticket_id"] not in written]
+        now_current = current_model_version(conn) if refused else None
         settled = _settle_refused(self.rt, conn, refused, version, now_current)
         done = [*written, *settled.written, *settled.unchanged]
         items.set_items(conn, run_id, [t for t in done if t not in taken], ITEM_SUCCEEDED, None)

@@ -44,17 +44,27 @@ def newest_per_ticket(rows: Iterable[dict]) -> list[dict]:
     return [best[k] for k in sorted(best)]
 
 
+def _current_select() -> sa.Select:
+    r = inference_runs.c
+    return (
+        sa.select(r.model_version).where(r.status != "dry_run").order_by(r.planned_at.desc(), r.run_id.desc()).limit(1)
+    )
+
+
 def current_model_version(conn: sa.Connection) -> str | None:
     """The model version of the most recently planned run (dry runs aside): the deployment's current one.
     A late or concurrent run of another version never replaces its results."""
-    r = inference_runs.c
-    stmt = (
-        sa.select(r.model_version).where(r.status != "dry_run").order_by(r.planned_at.desc(), r.run_id.desc()).limit(1)
-    )
-    return conn.scalar(stmt)
+    return conn.scalar(_current_select())
 
 
-def upsert_results(conn: sa.Connection, rows: Iterable[dict], current_version: str | None = None) -> set[str]:
+# `current_model_version` read by the upsert statement itself (no round trip of its own): '' where no run is
+# planned yet, which no model version equals, so the guard then only asks for a newer row, as with None.
+CURRENT_VERSION = sa.func.coalesce(_current_select().scalar_subquery(), "")
+
+
+def upsert_results(
+    conn: sa.Connection, rows: Iterable[dict], current_version: str | sa.ColumnElement | None = None
+) -> set[str]:
     """INSERT .. ON CONFLICT (ticket_id) DO UPDATE, only where the incoming row is newer (see the module).
 
     An older version of a ticket never overwrites a newer result, a result of `current_version` is never
@@ -81,7 +91,7 @@ def upsert_staged(
     versions: Mapping[str, dt.datetime],
     model_id: str,
     now: dt.datetime,
-    current_version: str | None = None,
+    current_version: str | sa.ColumnElement | None = None,
 ) -> set[str]:
     """PostgreSQL: upsert_results for the run's staged rows of these tickets, straight from inference_staging
     (INSERT .. SELECT: the outputs are not read back into Python and sent again), each with the source version
@@ -114,8 +124,9 @@ def upsert_staged(
     return {r[0] for r in conn.execute(stmt)}
 
 
-def _guarded(stmt, current_version: str | None):
-    """ON CONFLICT (ticket_id) DO UPDATE with the guard of the module's docstring, RETURNING the written IDs."""
+def _guarded(stmt, current_version: str | sa.ColumnElement | None):
+    """ON CONFLICT (ticket_id) DO UPDATE with the guard of the module's docstring, RETURNING the written IDs.
+    `current_version`: a version, or CURRENT_VERSION (the database reads it in the statement)."""
     new, cur = stmt.excluded, ticket_results.c
     is_newer = sa.or_(
         cur.source_updated_at < new.source_updated_at,
@@ -126,7 +137,9 @@ def _guarded(stmt, current_version: str | None):
     )
     where = is_newer
     if current_version is not None:
-        now_current = sa.literal(current_version, sa.String)
+        now_current = (
+            current_version if isinstance(current_version, sa.ColumnElement) else sa.literal(current_version, sa.String)
+        )
         upgrade = sa.and_(
             cur.content_hash == new.content_hash, cur.model_version != now_current, new.model_version == now_current
         )
