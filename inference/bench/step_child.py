@@ -42,7 +42,7 @@ class _Clock:
 
 @contextlib.contextmanager
 def _commit_clock():
-    """Time spent in infer_step.commit (the write-behind thread's transactions: lock the items, stage or load
+    """Time spent in infer_step.commit (the write-behind thread's transactions: take the items, stage or load
     the chunk, settle, record failures and the chunk's metrics), summed over the shard. Benchmark only."""
     from inference.pipeline import infer_step
 
