@@ -502,7 +502,8 @@ class Source:
             return None
         declared, base, _ = self._types[self.cols.ticket_id]
         typed = sa.cast(key, PgType("bpchar" if base == "bpchar" else declared))
-        return sa.exists().where(self.id_col == typed, self.key_col == key)
+        # the key column only: a role may hold SELECT on the columns the pipeline reads and no others
+        return sa.select(self.id_col).where(self.id_col == typed, self.key_col == key).exists()
 
     def existing(self, conn: sa.Connection, ticket_ids: Iterable[str]) -> set[str]:
         """Which of these keys the source still holds (reads IDs only)."""
