@@ -374,12 +374,15 @@ class Source:
 
     def _lookup(self, keys: list[str]) -> tuple[sa.ColumnElement[bool], dict]:
         if self.is_pg:
-            declared, base, _ = self._types[self.cols.ticket_id]
-            name = "bpchar" if base == "bpchar" else declared
-            array = sa.cast(sa.bindparam("keys", type_=postgresql.ARRAY(sa.Text)), postgresql.ARRAY(PgType(name)))
+            array = sa.cast(sa.bindparam("keys", type_=postgresql.ARRAY(sa.Text)), postgresql.ARRAY(self._key_type()))
             return self.id_col == sa.any_(array), {"keys": keys}
         values = [v for k in keys for v in sqlite_values(k)]
         return self.id_col.in_(sa.bindparam("ids", expanding=True)), {"ids": values}
+
+    def _key_type(self) -> PgType:
+        """PostgreSQL: the type a key (text) is cast to for a lookup by the key column's index."""
+        declared, base, _ = self._types[self.cols.ticket_id]
+        return PgType("bpchar" if base == "bpchar" else declared)
 
     def _surely_cast(self, keys: list[str]) -> bool:
         """PostgreSQL: whether every key surely casts to the key column's type (the keys infer and load look up
@@ -500,8 +503,7 @@ class Source:
         (DataError) for a text the key column's type cannot hold: use `existing` for such keys."""
         if not self.is_pg:
             return None
-        declared, base, _ = self._types[self.cols.ticket_id]
-        typed = sa.cast(key, PgType("bpchar" if base == "bpchar" else declared))
+        typed = sa.cast(key, self._key_type())
         # the key column only: a role may hold SELECT on the columns the pipeline reads and no others
         return sa.select(self.id_col).where(self.id_col == typed, self.key_col == key).exists()
 
