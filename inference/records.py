@@ -140,12 +140,6 @@ class StagedResult:
             outputs={name: row.get(name) for name in output_columns},
         )
 
-    def to_result_row(self, model_id: str, now: dt.datetime) -> dict[str, Any]:
-        """The ticket_results row this staged result becomes."""
-        row = {name: getattr(self, name) for name in self._BASE}
-        row.update(self.outputs, model_id=model_id, created_at=now, updated_at=now)
-        return row
-
 
 @dataclass(frozen=True, slots=True)
 class ShardSpec:

@@ -59,6 +59,8 @@ def commit(
     task: TaskInfo | None = None,
     loader: Loader | None = None,
     as_read: Mapping[str, tuple[str, SourceVersion]] | None = None,
+    *,
+    dense: bool = False,
 ) -> tuple[ChunkOutcome, int]:
     """Outputs, skips, failures and metrics of one chunk: all of them or none.
 
@@ -67,15 +69,16 @@ def commit(
     With a `loader`, the outputs are loaded in this same transaction instead of being staged (validated
     against the source read again, upserted, their items settled, as load_results would), unless they wait
     for the Batch API's summaries: staging is only for what waits (`as_read`: the inputs' row versions as the
-    model read them, see `read_as`). Returns the part of the outcome that was
-    applied, and how many of its results were loaded and are now current.
+    model read them, see `read_as`). `dense`: the chunk is consecutive items of a shard (infer_shard's
+    chunks; see `items.take_open_items`). Returns the part of the outcome that was applied, and how many of
+    its results were loaded and are now current.
     """
     loading = loader is not None and not loader.waiting
     with writing(rt.engine) as conn:
         # The items of the outputs are taken with the state they will most likely end in (a loaded result:
         # succeeded), the others (failures, skips: few) only locked; the load below sets any other outcome.
         staged = {r.ticket_id for r in outcome.staged}
-        taken = items.take_open_items(conn, run_id, staged, ITEM_SUCCEEDED if loading else ITEM_STAGED)
+        taken = items.take_open_items(conn, run_id, staged, ITEM_SUCCEEDED if loading else ITEM_STAGED, dense=dense)
         others = [t for t in outcome.ticket_ids if t not in staged]
         applied = outcome.only(taken | (items.lock_open_items(conn, run_id, others) if others else set()))
         loaded = 0
@@ -244,7 +247,7 @@ def infer_shard(
         tally = _Tally(InferSummary(run_id, shard), Progress(run_id, "infer_shard", shard, total, done))
         loader = Loader(rt, run_id, predictor.version) if load else None
         writer = WriteBehind(
-            lambda done: tally.add(*commit(rt, run_id, predictor.version, done[0], task, loader, done[1]))
+            lambda done: tally.add(*commit(rt, run_id, predictor.version, done[0], task, loader, done[1], dense=True))
         )
         try:
             for page, prepared in prefetched(_pages(rt, predictor, run_id, shard)):
@@ -255,7 +258,7 @@ def infer_shard(
                         process(rt, predictor, run_id, [ticket_id], tally, task, loader)
                 if prepared.ticket_ids:
                     with writing(rt.engine) as conn:
-                        items.claim(conn, run_id, prepared.ticket_ids)
+                        items.claim(conn, run_id, prepared.ticket_ids, dense=True)
                     writer.submit((predictor.run(run_id, prepared), read_as(prepared.tickets)))
         finally:
             writer.close()

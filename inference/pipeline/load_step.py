@@ -150,12 +150,14 @@ class Loader:
                 out.invalid.append(Failure(staged.ticket_id, staged.content_hash, FailureKind.STALE_INPUT))
             else:
                 current_text.append((staged, current))
-        reasons = self.check.page([staged.to_row() for staged, _ in current_text])
-        for (staged, current), reason in zip(current_text, reasons, strict=True):
+        # checked as the result rows they become (the same outputs, content hash and token count as staged)
+        rows = [_result_row(staged, current, self.model_id, now) for staged, current in current_text]
+        reasons = self.check.page(rows)
+        for (staged, _), row, reason in zip(current_text, rows, reasons, strict=True):
             if reason := reason or ("staged by another model version" if staged.model_version != version else None):
                 out.invalid.append(Failure(staged.ticket_id, staged.content_hash, FailureKind.INVALID_OUTPUT, reason))
             else:
-                out.valid.append(_result_row(staged, current, self.model_id, now))
+                out.valid.append(row)
         return out
 
     def write(
@@ -220,8 +222,19 @@ class Loader:
 def _result_row(staged: StagedResult, current: SourceVersion, mid: str, now) -> dict:
     """Every column of ticket_results (outputs of heads not configured are NULL, as read back from staging)."""
     row = dict.fromkeys(RESULT_COLUMNS)
-    row.update(staged.to_result_row(mid, now))
-    row["source_updated_at"] = current.version_at  # the same text; its version time may have moved either way
+    row.update(staged.outputs)
+    row.update(
+        ticket_id=staged.ticket_id,
+        model_id=mid,
+        model_version=staged.model_version,
+        content_hash=staged.content_hash,
+        source_updated_at=current.version_at,  # the same text; its version time may have moved either way
+        truncated=staged.truncated,
+        input_tokens=staged.input_tokens,
+        run_id=staged.run_id,
+        created_at=now,
+        updated_at=now,
+    )
     return row
 
 

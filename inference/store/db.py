@@ -272,6 +272,20 @@ def ids_in(conn: sa.Connection, col: sa.ColumnElement) -> sa.ColumnElement[bool]
     return col.in_(sa.bindparam("ids", expanding=True))
 
 
+def ids_in_span(conn: sa.Connection, col: sa.ColumnElement) -> sa.ColumnElement[bool]:
+    """`ids_in`, for a page of IDs that are the next ones in the order of an index on `col` (infer_shard's chunks:
+    consecutive items of a shard). On PostgreSQL the page is also bounded by its least and greatest ID, taken by
+    the database in the column's collation (a table of this package's schema: the database's default), so the
+    index is read as one range instead of one descent per ID, and `= ANY` filters within it. Consecutive pages
+    read disjoint ranges: linear in the index whatever else it holds, but a sparse page reads all between."""
+    if conn.dialect.name != "postgresql":
+        return ids_in(conn, col)
+    given = sa.func.unnest(sa.bindparam("ids", type_=postgresql.ARRAY(sa.Text))).column_valued("given_id")
+    least = sa.select(sa.func.min(given)).scalar_subquery()
+    greatest = sa.select(sa.func.max(given)).scalar_subquery()
+    return sa.and_(col >= least, col <= greatest, ids_in(conn, col))
+
+
 def page_size(dialect: str) -> int:
     """IDs per statement: ARRAY_PAGE on PostgreSQL (`ids_in` binds one array), IN_PAGE elsewhere."""
     return ARRAY_PAGE if dialect == "postgresql" else IN_PAGE

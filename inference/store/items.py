@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 import sqlalchemy as sa
 
 from inference.store import schema as s
-from inference.store.db import id_pages, ids_in
+from inference.store.db import id_pages, ids_in, ids_in_span
 
 ITEM_INSERT_PAGE = 5000
 
@@ -52,28 +52,32 @@ def lock_open_items(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str])
     return open_
 
 
-def take_open_items(conn: sa.Connection, run_id: str, ticket_ids: Iterable[str], status: str) -> set[str]:
+def take_open_items(
+    conn: sa.Connection, run_id: str, ticket_ids: Iterable[str], status: str, *, dense: bool = False
+) -> set[str]:
     """Of these items, those still waiting for the model (see `lock_open_items`), given `status` (reason
     cleared) and so locked for this transaction: one UPDATE .. RETURNING instead of a lock and then an update.
     The caller sets another state, in the same transaction, on any of them that turns out otherwise. Rows are
-    taken in ticket_id order (the index's), as `lock_open_items` takes them, so writers cannot deadlock."""
+    taken in ticket_id order (the index's), as `lock_open_items` takes them, so writers cannot deadlock.
+    `dense`: the items are a chunk of consecutive items of a shard (see `db.ids_in_span`)."""
     i = s.inference_run_items.c
+    within = (ids_in_span if dense else ids_in)(conn, i.ticket_id)
     stmt = (
         sa.update(s.inference_run_items)
-        .where(i.run_id == run_id, ids_in(conn, i.ticket_id), i.status.in_([s.ITEM_PLANNED, s.ITEM_FAILED]))
+        .where(i.run_id == run_id, within, i.status.in_([s.ITEM_PLANNED, s.ITEM_FAILED]))
         .values(status=status, reason=None)
         .returning(i.ticket_id)
     )
     return {t for page in id_pages(conn, ticket_ids) for t in conn.scalars(stmt, {"ids": page})}
 
 
-def claim(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str]) -> None:
+def claim(conn: sa.Connection, run_id: str, ticket_ids: Sequence[str], *, dense: bool = False) -> None:
     """Counts an attempt before the model sees the items, committed first: if the process dies in the
-    model, the next attempt knows which items were in flight."""
+    model, the next attempt knows which items were in flight. `dense`: as in `take_open_items`."""
     i = s.inference_run_items.c
     stmt = (
         sa.update(s.inference_run_items)
-        .where(i.run_id == run_id, ids_in(conn, i.ticket_id))
+        .where(i.run_id == run_id, (ids_in_span if dense else ids_in)(conn, i.ticket_id))
         .values(attempts=i.attempts + 1)
     )
     for page in id_pages(conn, ticket_ids):
