@@ -10,7 +10,11 @@ every configured head's outputs, staged by infer_shard with the instant engine, 
   loading: everything); `commit_rows_per_s` = rows / the time spent in the shard's chunk transactions (lock
   the items, read the source again, validate every output, upsert, settle the items, resolve failures, the
   chunk's metrics row); `rows_per_s` = rows / the time the shard takes over the same shard only staging its
-  outputs for load_results.
+  outputs for load_results;
+- `in_shard_serial`: the same with the shard reading, running and committing one chunk after another on one
+  thread (`--serial`, benchmark only): `commit_rows_per_s` is then the chunk transactions' rate with nothing
+  of the shard's competing with them for the cores and the GIL (as on a machine with a core to spare for the
+  writer), where `in_shard` has the shard's reading beside them on this machine's cores.
 
 Updates: every ticket is edited (new text, later updated_at) and a second run loads new results over the
 existing rows.
@@ -51,8 +55,8 @@ def _staged_then_loaded(url: str, run_id: str, env: dict) -> dict:
     }
 
 
-def _in_shard(url: str, run_id: str, env: dict, stage_only_seconds: float) -> dict:
-    shard = _infer(url, run_id, env)
+def _in_shard(url: str, run_id: str, env: dict, stage_only_seconds: float, *flags: str) -> dict:
+    shard = _infer(url, run_id, env, *flags)
     rows = shard["result"]["loaded"]
     extra = shard["seconds"] - stage_only_seconds
     return {
@@ -76,7 +80,7 @@ def _edit_all(engine) -> None:
 def load_rates(pg_url: str, tickets: int, log=lambda msg: None) -> dict:
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     out: dict = {"tickets": tickets}
-    for way in ("load_results", "in_shard"):
+    for way in ("load_results", "in_shard", "in_shard_serial"):
         with scratch_database(pg_url, "inference_bench_load") as url:
             engine = make_engine(url)
             try:
@@ -90,7 +94,8 @@ def load_rates(pg_url: str, tickets: int, log=lambda msg: None) -> dict:
                         out.setdefault(way, {})[mode] = _staged_then_loaded(url, run_id, env)
                     else:
                         base = out["load_results"][mode]["infer_stage_only_seconds"]
-                        out.setdefault(way, {})[mode] = _in_shard(url, run_id, env, base)
+                        flags = ("--serial",) if way == "in_shard_serial" else ()
+                        out.setdefault(way, {})[mode] = _in_shard(url, run_id, env, base, *flags)
             finally:
                 engine.dispose()
     return out

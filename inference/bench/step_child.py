@@ -2,7 +2,7 @@
 its summary (counts only) and the process's peak RSS (VmHWM: this process did nothing but this step).
 
 python -m inference.bench.step_child STEP --db URL --run-id R [--shard K] [--engine model|standin|instant]
-    [--date YYYY-MM-DD] [--shards N] [--fail-every N] [--stage-only]
+    [--date YYYY-MM-DD] [--shards N] [--fail-every N] [--stage-only] [--serial]
 STEP: plan_run, infer_shard, load_results, has_retries, retry_failed, finish_run.
 """
 
@@ -63,6 +63,34 @@ def _commit_clock():
         infer_step.commit = original
 
 
+class _Inline:
+    """WriteBehind's interface, writing in the caller's thread."""
+
+    def __init__(self, write):
+        self.write = write
+
+    def submit(self, item) -> None:
+        self.write(item)
+
+    def close(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _serial():
+    """infer_shard reading, running and committing one chunk after another on one thread, no read-ahead, no
+    write-behind (benchmark only, `--serial`): the chunk transactions' rate with nothing of the shard's beside
+    them to compete for the cores and the GIL."""
+    from inference.pipeline import infer_step
+
+    saved = infer_step.prefetched, infer_step.WriteBehind
+    infer_step.prefetched, infer_step.WriteBehind = (lambda pages, depth=2: pages), _Inline
+    try:
+        yield
+    finally:
+        infer_step.prefetched, infer_step.WriteBehind = saved
+
+
 def run(args) -> dict:
     from inference import pipeline
     from inference.config import settings_from_env
@@ -80,7 +108,7 @@ def run(args) -> dict:
     elif args.step == "infer_shard":
         predictor = predictor_for(settings, args.engine, args.fail_every)
         load = not args.stage_only  # as the DAG and the CLI run it: each chunk loaded as it commits
-        with _commit_clock() as clock:
+        with _commit_clock() as clock, _serial() if args.serial else contextlib.nullcontext():
             result = pipeline.infer_shard(settings, args.run_id, args.shard, predictor=predictor, load=load).as_dict()
         result["commit_seconds"] = round(clock.seconds, 3)
     elif args.step == "retry_failed":
@@ -113,6 +141,7 @@ def main() -> None:
     p.add_argument("--shards", type=int, default=0)
     p.add_argument("--fail-every", type=int, default=0)
     p.add_argument("--stage-only", action="store_true", help="infer_shard: leave the chunks staged for load_results")
+    p.add_argument("--serial", action="store_true", help="infer_shard: one chunk after another on one thread")
     args = p.parse_args()
     out = run(args)
     from inference.bench.rss import peak_rss_mib
