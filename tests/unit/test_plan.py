@@ -1,15 +1,12 @@
-"""needs_work, shard_count and split_shards."""
+"""needs_work and shard_count."""
 
 from __future__ import annotations
-
-import itertools
-import random
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inference.plan import needs_work, shard_count, split_shards
+from inference.plan import needs_work, shard_count
 
 H1, H2 = "a" * 64, "b" * 64
 V1, V2 = "model-v1", "model-v2"
@@ -86,99 +83,3 @@ def test_shard_count_bounds(total, per_shard, max_shards, items):
         assert n == 0
     else:
         assert 1 <= n <= min(max_shards, items)
-
-
-# --- split_shards ------------------------------------------------------------------------------
-
-
-def _loads(shards, weights):
-    return [sum(max(weights[t], 1) for t in s) for s in shards]
-
-
-def _check_split(items, n_shards, shards):
-    weights = dict(items)
-    flat = [t for s in shards for t in s]
-    assert sorted(flat) == sorted(weights), "every item exactly once"
-    assert all(shards), "no empty shards"
-    assert len(shards) == min(n_shards, len(items))
-    if items:
-        loads = _loads(shards, weights)
-        total, biggest = sum(loads), max(max(w, 1) for w in weights.values())
-        assert max(loads) <= total / len(shards) + biggest
-
-
-def test_split_shards_example():
-    items = [("a", 7), ("b", 5), ("c", 4), ("d", 3), ("e", 1)]
-    shards = split_shards(items, 2)
-    _check_split(items, 2, shards)
-    assert sorted(_loads(shards, dict(items))) == [10, 10]  # the optimum for total 20 on 2 shards
-    assert all(s == sorted(s) for s in shards)
-
-
-def test_split_shards_more_shards_than_items():
-    shards = split_shards([("a", 5), ("b", 1)], 10)
-    assert sorted(shards) == [["a"], ["b"]]
-
-
-def test_split_shards_no_items_or_no_shards():
-    assert split_shards([], 4) == []
-    assert split_shards([("a", 1)], 0) == []
-    assert split_shards([("a", 1)], -1) == []
-
-
-def test_split_shards_one_shard_takes_everything():
-    assert split_shards([("b", 3), ("a", 7), ("c", 0)], 1) == [["a", "b", "c"]]
-
-
-def test_split_shards_zero_token_items_still_count():
-    shards = split_shards([(f"t{i}", 0) for i in range(9)], 3)
-    assert sorted(len(s) for s in shards) == [3, 3, 3]
-
-
-def test_split_shards_deterministic_regardless_of_input_order():
-    rng = random.Random(7)
-    items = [(f"ticket-{i:04d}", rng.choice([1, 5, 5, 20, 256])) for i in range(500)]
-    expected = split_shards(items, 7)
-    for _ in range(5):
-        shuffled = items[:]
-        rng.shuffle(shuffled)
-        assert split_shards(shuffled, 7) == expected
-
-
-def test_split_shards_balanced_on_long_tail():
-    rng = random.Random(11)
-    items = [(f"t{i}", min(256, int(rng.paretovariate(1.2) * 10))) for i in range(5000)]
-    shards = split_shards(items, 16)
-    _check_split(items, 16, shards)
-    loads = _loads(shards, dict(items))
-    assert max(loads) - min(loads) <= 256
-
-
-items_st = st.lists(
-    st.tuples(st.text(min_size=1, max_size=6), st.integers(0, 1000)), max_size=80, unique_by=lambda x: x[0]
-)
-
-
-@given(items_st, st.integers(1, 20))
-def test_split_shards_properties(items, n_shards):
-    shards = split_shards(items, n_shards)
-    _check_split(items, n_shards, shards)
-    assert split_shards(list(reversed(items)), n_shards) == shards
-
-
-def _optimal_makespan(weights: list[int], n_shards: int) -> int:
-    best = sum(weights)
-    for assignment in itertools.product(range(n_shards), repeat=len(weights)):
-        loads = [0] * n_shards
-        for w, k in zip(weights, assignment, strict=True):
-            loads[k] += w
-        best = min(best, max(loads))
-    return best
-
-
-@given(st.lists(st.integers(1, 50), min_size=1, max_size=7), st.integers(2, 3))
-def test_split_shards_within_four_thirds_of_optimal(weights, n_shards):
-    items = [(f"t{i}", w) for i, w in enumerate(weights)]
-    shards = split_shards(items, n_shards)
-    makespan = max(_loads(shards, dict(items)))
-    assert 3 * makespan <= 4 * _optimal_makespan(weights, n_shards)

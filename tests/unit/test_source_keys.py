@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
-from dataclasses import dataclass
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inference.plan import Deduplicated
 from inference.store.source_keys import MAX_ID_BYTES, id_problem, sqlite_key, sqlite_values, surrogate_key
 from inference.store.source_time import parse_iso, to_instant
 from inference.textprep import has_text, model_input, visible
@@ -112,19 +110,3 @@ def test_invisible_characters_next_to_visible_text_are_kept():
 @given(st.one_of(st.none(), st.text()), st.one_of(st.none(), st.text()))
 def test_has_text_is_model_input_not_none(subject, body):
     assert has_text(subject, body) == (model_input(subject, body, 10_000)[0] is not None)
-
-
-@dataclass(frozen=True)
-class Row:
-    ticket_id: str
-    version_at: dt.datetime
-    content_hash: str
-
-
-def test_one_row_per_ticket_newest_then_highest_hash_in_first_seen_order():
-    t1, t2 = dt.datetime(2026, 1, 1, tzinfo=UTC), dt.datetime(2026, 1, 2, tzinfo=UTC)
-    rows = Deduplicated()
-    for row in [Row("b", t1, "1"), Row("a", t1, "9"), Row("b", t2, "0"), Row("a", t1, "f"), Row("b", t1, "z")]:
-        rows.add(row)
-    assert rows.rows() == [Row("b", t2, "0"), Row("a", t1, "f")]
-    assert rows.duplicates == 3
