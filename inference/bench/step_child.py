@@ -63,28 +63,16 @@ def _commit_clock():
         infer_step.commit = original
 
 
-class _Inline:
-    """WriteBehind's interface, writing in the caller's thread."""
-
-    def __init__(self, write):
-        self.write = write
-
-    def submit(self, item) -> None:
-        self.write(item)
-
-    def close(self) -> None:
-        pass
-
-
 @contextlib.contextmanager
 def _serial():
     """infer_shard reading, running and committing one chunk after another on one thread, no read-ahead, no
     write-behind (benchmark only, `--serial`): the chunk transactions' rate with nothing of the shard's beside
     them to compete for the cores and the GIL."""
     from inference.pipeline import infer_step
+    from inference.pipeline.overlap import WriteInline
 
     saved = infer_step.prefetched, infer_step.WriteBehind
-    infer_step.prefetched, infer_step.WriteBehind = (lambda pages, depth=2: pages), _Inline
+    infer_step.prefetched, infer_step.WriteBehind = (lambda pages, depth=2: pages), WriteInline
     try:
         yield
     finally:

@@ -91,3 +91,17 @@ class WriteBehind:
             self._items.put(_DONE)
             self._thread.join()
         self._raise()
+
+
+class WriteInline:
+    """WriteBehind's interface without its thread: each `write(item)` runs in the caller's thread at `submit`
+    (benchmarks and tests that want one chunk after another)."""
+
+    def __init__(self, write: Callable[[T], None]):
+        self._write = write
+
+    def submit(self, item: T) -> None:
+        self._write(item)
+
+    def close(self) -> None:
+        """Nothing is in flight."""

@@ -18,6 +18,7 @@ from inference.engine.standin import StandInEncoder
 from inference.errors import RunNotFound
 from inference.pipeline import finish_run, infer_shard, plan_run, run_window
 from inference.pipeline import progress as progress_module
+from inference.pipeline.overlap import WriteInline
 from inference.pipeline.progress import Progress, TerminalBar
 from inference.predictor import build_predictor
 from inference.report import build, render
@@ -93,20 +94,6 @@ def test_eta_leaves_out_the_first_chunk_and_is_exact_at_a_steady_pace(clock, cap
     assert "500/1,000 tickets (50%)" in line and "ETA 50s" in line and "failed 3" in line and "padding" in line
 
 
-class InlineWriter:
-    """WriteBehind without its thread: each chunk commits before the model starts the next, so the test's clock
-    (advanced by the model) reads the same at every run."""
-
-    def __init__(self, write):
-        self.write = write
-
-    def submit(self, item) -> None:
-        self.write(item)
-
-    def close(self) -> None:
-        pass
-
-
 def test_infer_shard_logs_every_chunk_with_an_eta_within_a_fifth_of_the_time_left(
     engine, settings, clock, caplog, monkeypatch
 ):
@@ -114,7 +101,8 @@ def test_infer_shard_logs_every_chunk_with_an_eta_within_a_fifth_of_the_time_lef
     compared with the time the rest of the shard then took."""
     from inference.pipeline import infer_step
 
-    monkeypatch.setattr(infer_step, "WriteBehind", InlineWriter)
+    # each chunk commits before the model starts the next: the test clock (advanced by the model) reads the same
+    monkeypatch.setattr(infer_step, "WriteBehind", WriteInline)
     add(engine, 60)
     settings = dataclasses.replace(settings, chunk_size=6)
     predictor = build_predictor(settings, StandInEncoder())
