@@ -104,7 +104,7 @@ def sentence_transformers(
 ) -> Result:
     if st is None:
         st = load_sentence_transformer(model_dir, encoder)
-    st.encode(list(texts[:64]), batch_size=batch_size)  # warm-up, as for every contender
+    st.encode(list(texts[:64]), batch_size=batch_size, show_progress_bar=False)  # warm-up, as for every contender
     runs = [
         _timed(lambda: st.encode(list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False))
         for _ in range(max(1, repeat))
