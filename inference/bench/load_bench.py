@@ -10,7 +10,8 @@ every configured head's outputs, staged by infer_shard with the instant engine, 
   loading: everything); `commit_rows_per_s` = rows / the time spent in the shard's chunk transactions (lock
   the items, read the source again, validate every output, upsert, settle the items, resolve failures, the
   chunk's metrics row); `rows_per_s` = rows / the time the shard takes over the same shard only staging its
-  outputs for load_results;
+  outputs for load_results; `cpu_us_per_row` = the shard process's CPU time (every thread, not the database
+  server's) per row: steadier than the rates on a machine whose speed drifts;
 - `in_shard_serial`: the same with the shard reading, running and committing one chunk after another on one
   thread (`--serial`, benchmark only): `commit_rows_per_s` is then the chunk transactions' rate with nothing
   of the shard's competing with them for the cores and the GIL (as on a machine with a core to spare for the
@@ -67,6 +68,7 @@ def _in_shard(url: str, run_id: str, env: dict, stage_only_seconds: float, *flag
         "infer_seconds": shard["seconds"],
         "infer_stage_only_seconds": stage_only_seconds,
         "rows_per_s": round(rows / extra, 1) if extra > 0 else None,
+        "cpu_us_per_row": round(1e6 * shard["cpu_seconds"] / rows, 1) if rows else None,
         "peak_rss_mib": shard["peak_rss_mib"],
     }
 

@@ -1,5 +1,5 @@
 """One pipeline step in a fresh process, for the benchmarks: prints one JSON line with the step's wall time,
-its summary (counts only) and the process's peak RSS (VmHWM: this process did nothing but this step).
+the process's CPU time over the step (all its threads; not the database server's), its summary (counts only) and the process's peak RSS (VmHWM: this process did nothing but this step).
 
 python -m inference.bench.step_child STEP --db URL --run-id R [--shard K] [--engine model|standin|instant]
     [--date YYYY-MM-DD] [--shards N] [--fail-every N] [--stage-only] [--serial]
@@ -87,7 +87,7 @@ def run(args) -> dict:
     from inference.window import window_for_date
 
     settings = settings_from_env(db_url=args.db)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if args.step == "plan_run":
         options = RunOptions(shards=args.shards) if args.shards else None
         window = window_for_date(dt.date.fromisoformat(args.date))
@@ -114,8 +114,9 @@ def run(args) -> dict:
         result = {k: summary.get(k) for k in keys}
     else:
         raise SystemExit(f"unknown step {args.step}")
-    seconds = time.perf_counter() - started
-    return {"step": args.step, "shard": args.shard, "seconds": round(seconds, 3), "result": result}
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    return {"step": args.step, "shard": args.shard, "seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3),
+            "result": result}
 
 
 def main() -> None:
