@@ -6,6 +6,9 @@ PY := $(VENV)/bin/python
 # A CPU build by default (this is what CI and the demo use). GPU machines: TORCH_SPEC=torch (CUDA build).
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# Test processes (pytest-xdist): the suite waits on Airflow processes, subprocesses and PostgreSQL as much as it
+# computes, so two overlap well even on two cores. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
 .PHONY: help install demo airflow test test-fast bench lint format constraints clean
@@ -29,7 +32,7 @@ airflow: $(STAMP) ## a local Airflow (standalone) with this DAG, pool gpu, the t
 	./scripts/airflow-local.sh
 
 test: $(STAMP) ## the whole test suite (uses or starts PostgreSQL, starts its own Redis; see README, Tests)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: $(STAMP) ## unit tests only (no database, no model)
 	$(PY) -m pytest tests/unit -q

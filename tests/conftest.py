@@ -61,6 +61,21 @@ def pg_url(pg_admin_url):
         yield url
 
 
+def pytest_sessionfinish(session):
+    """Under pytest-xdist, each worker hands the servers it used to the controller, which prints them."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["provisioned"] = list(PROVISIONED)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    for line in getattr(node, "workeroutput", {}).get("provisioned", []):
+        worker = f"{line} [{node.gateway.id}]"
+        if worker not in PROVISIONED:
+            PROVISIONED.append(worker)
+
+
 def pytest_terminal_summary(terminalreporter):
     if PROVISIONED:
         terminalreporter.write_sep("-", "servers of this session")
@@ -126,3 +141,11 @@ def airflow_db():
             f"airflow db migrate failed ({time.monotonic() - started:.0f}s):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         )
     return _AIRFLOW_HOME
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`-n`, `--dist loadgroup`): the Airflow deployments of tests/services start once, on
+    one worker, rather than once per worker."""
+    for item in items:
+        if item.nodeid.startswith("tests/services/"):
+            item.add_marker(pytest.mark.xdist_group("services"))
