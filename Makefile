@@ -32,7 +32,7 @@ airflow: $(STAMP) ## a local Airflow (standalone) with this DAG, pool gpu, the t
 	./scripts/airflow-local.sh
 
 test: $(STAMP) ## the whole test suite (uses or starts PostgreSQL, starts its own Redis; see README, Tests)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 test-fast: $(STAMP) ## unit tests only (no database, no model)
 	$(PY) -m pytest tests/unit -q

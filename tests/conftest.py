@@ -143,9 +143,16 @@ def airflow_db():
     return _AIRFLOW_HOME
 
 
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`-n`, `--dist loadgroup`): the Airflow deployments of tests/services start once, on
-    one worker, rather than once per worker."""
-    for item in items:
-        if item.nodeid.startswith("tests/services/"):
-            item.add_marker(pytest.mark.xdist_group("services"))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (`-n N`): the tests of tests/services go to one worker together, so their Airflow
+    deployments start once (their `_prelaunch` runs on the worker that runs them); every other test is
+    scheduled on its own. (xdist's `--dist loadgroup` did not group them under pytest 9 here: it renames node
+    IDs through an attribute pytest 9 no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ServicesTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/services" if nodeid.startswith("tests/services/") else nodeid
+
+    return ServicesTogether(config, log)
