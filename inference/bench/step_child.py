@@ -115,8 +115,13 @@ def run(args) -> dict:
     else:
         raise SystemExit(f"unknown step {args.step}")
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    return {"step": args.step, "shard": args.shard, "seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3),
-            "result": result}
+    return {
+        "step": args.step,
+        "shard": args.shard,
+        "seconds": round(seconds, 3),
+        "cpu_seconds": round(cpu, 3),
+        "result": result,
+    }
 
 
 def main() -> None:
