@@ -15,6 +15,9 @@
 #   GPU_CHECK_PYTHON=.venv/bin/python GPU_CHECK_DEVICE=cpu GPU_CHECK_SCALE=small benchmarks/gpu_check.sh
 set -uo pipefail
 export OUT=${OUT:-/tmp/gpu-out}
+# Python: the project's .venv where there is one and nothing was carried (your own GPU machine after
+# `make install TORCH_SPEC=torch`), else the image's python3.
+if [ -z "${GPU_CHECK_PYTHON:-}" ] && [ -x .venv/bin/python ] && [ ! -d .gpu ]; then GPU_CHECK_PYTHON=.venv/bin/python; fi
 PY=${GPU_CHECK_PYTHON:-python3}
 DEVICE=${GPU_CHECK_DEVICE:-cuda}
 mkdir -p "$OUT"
