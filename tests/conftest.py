@@ -146,13 +146,14 @@ def airflow_db():
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist (`-n N`): the tests of tests/services go to one worker together, so their Airflow
-    deployments start once (their `_prelaunch` runs on the worker that runs them); every other test is
-    scheduled on its own. (xdist's `--dist loadgroup` did not group them under pytest 9 here: it renames node
-    IDs through an attribute pytest 9 no longer reads.)"""
+    deployments start once (their `_prelaunch` runs on the worker that runs them); every other module goes to
+    one worker whole, so its module-scoped fixtures (reference embeddings, fitted heads) are computed once.
+    (xdist's `--dist loadgroup` did not group them under pytest 9 here: it renames node IDs through an
+    attribute pytest 9 no longer reads.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class ServicesTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "tests/services" if nodeid.startswith("tests/services/") else nodeid
+            return "tests/services" if nodeid.startswith("tests/services/") else super()._split_scope(nodeid)
 
     return ServicesTogether(config, log)
