@@ -1,5 +1,6 @@
 """One pipeline step in a fresh process, for the benchmarks: prints one JSON line with the step's wall time,
-the process's CPU time over the step (all its threads; not the database server's), its summary (counts only) and the process's peak RSS (VmHWM: this process did nothing but this step).
+the process's CPU time over the step (all its threads; not the database server's), its summary (counts only)
+and the process's peak RSS (VmHWM: this process did nothing but this step).
 
 python -m inference.bench.step_child STEP --db URL --run-id R [--shard K] [--engine model|standin|instant]
     [--date YYYY-MM-DD] [--shards N] [--fail-every N] [--stage-only] [--serial]
