@@ -31,6 +31,7 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # use with fullmatch
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZE = ("none", "int8")
+WRITERS = ("thread", "process")
 HEADS = ("embedding", "category", "summary")
 SUMMARIES = ("extractive", "abstractive", "batch_api")
 
@@ -163,6 +164,13 @@ class Settings:
         shown="1024 on CPU, calibrated on CUDA",
     )
     max_batch_size: int = env("INFERENCE_MAX_BATCH_SIZE", 256, "tickets per forward pass", low=1, high=65_536)
+    writer: str = env(
+        "INFERENCE_WRITER",
+        "thread",
+        "where infer_shard commits its chunks while it reads and runs the next: `thread` (one process, one GIL) "
+        "or `process` (a child process with its own GIL and connection: for machines with a core to spare)",
+        choices=WRITERS,
+    )
     chunk_size: int = env(
         "INFERENCE_CHUNK_SIZE", 2048, "tickets per committed chunk (the unit of resume)", low=1, high=100_000
     )

@@ -89,6 +89,9 @@ class SourceVersion:
     content_hash: str
     version_at: dt.datetime
 
+    def __reduce__(self):  # pickled as its fields in order (a writer process gets thousands per chunk)
+        return SourceVersion, (self.content_hash, self.version_at)
+
 
 @dataclass(frozen=True, slots=True)
 class Failure:
@@ -124,6 +127,21 @@ class StagedResult:
     outputs: dict[str, Any] = field(default_factory=dict)
 
     _BASE = ("run_id", "ticket_id", "content_hash", "source_updated_at", "model_version", "truncated", "input_tokens")
+
+    def __reduce__(self):
+        """Pickled as its fields in order: a writer process (INFERENCE_WRITER=process) gets a chunk's worth at a
+        time, and the generic state of a slotted dataclass costs a `fields()` walk per object each way."""
+        return StagedResult, (
+            self.run_id,
+            self.ticket_id,
+            self.content_hash,
+            self.source_updated_at,
+            self.model_version,
+            self.truncated,
+            self.input_tokens,
+            self.created_at,
+            self.outputs,
+        )
 
     def to_row(self) -> dict[str, Any]:
         """The inference_staging row (head columns that were not computed stay NULL)."""

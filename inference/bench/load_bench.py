@@ -15,7 +15,10 @@ every configured head's outputs, staged by infer_shard with the instant engine, 
 - `in_shard_serial`: the same with the shard reading, running and committing one chunk after another on one
   thread (`--serial`, benchmark only): `commit_rows_per_s` is then the chunk transactions' rate with nothing
   of the shard's competing with them for the cores and the GIL (as on a machine with a core to spare for the
-  writer), where `in_shard` has the shard's reading beside them on this machine's cores.
+  writer), where `in_shard` has the shard's reading beside them on this machine's cores;
+- `in_shard_process`: `in_shard` with the chunk transactions in a writer process of their own
+  (`INFERENCE_WRITER=process`: their own GIL and connection); `cpu_us_per_row` then includes the writer's CPU
+  (its start, and pickling each chunk across).
 
 Updates: every ticket is edited (new text, later updated_at) and a second run loads new results over the
 existing rows.
@@ -82,7 +85,7 @@ def _edit_all(engine) -> None:
 def load_rates(pg_url: str, tickets: int, log=lambda msg: None) -> dict:
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     out: dict = {"tickets": tickets}
-    for way in ("load_results", "in_shard", "in_shard_serial"):
+    for way in ("load_results", "in_shard", "in_shard_serial", "in_shard_process"):
         with scratch_database(pg_url, "inference_bench_load") as url:
             engine = make_engine(url)
             try:
@@ -97,7 +100,9 @@ def load_rates(pg_url: str, tickets: int, log=lambda msg: None) -> dict:
                     else:
                         base = out["load_results"][mode]["infer_stage_only_seconds"]
                         flags = ("--serial",) if way == "in_shard_serial" else ()
-                        out.setdefault(way, {})[mode] = _in_shard(url, run_id, env, base, *flags)
+                        writer = "process" if way == "in_shard_process" else "thread"
+                        way_env = {**env, "INFERENCE_WRITER": writer}
+                        out.setdefault(way, {})[mode] = _in_shard(url, run_id, way_env, base, *flags)
             finally:
                 engine.dispose()
     return out

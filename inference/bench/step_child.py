@@ -58,10 +58,24 @@ def _commit_clock():
                 clock.seconds += time.perf_counter() - started
 
     infer_step.commit = timed
+    from inference.pipeline import writer_process
+
+    original_init = writer_process.WriteProcess.__init__
+
+    def counted_init(self, job, on_written):  # INFERENCE_WRITER=process: the child times its transactions
+        def on_written_timed(written):
+            with clock.lock:
+                clock.seconds += written.seconds
+            on_written(written)
+
+        original_init(self, job, on_written_timed)
+
+    writer_process.WriteProcess.__init__ = counted_init
     try:
         yield clock
     finally:
         infer_step.commit = original
+        writer_process.WriteProcess.__init__ = original_init
 
 
 @contextlib.contextmanager
@@ -80,6 +94,13 @@ def _serial():
         infer_step.prefetched, infer_step.WriteBehind = saved
 
 
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(args) -> dict:
     from inference import pipeline
     from inference.config import settings_from_env
@@ -89,6 +110,7 @@ def run(args) -> dict:
 
     settings = settings_from_env(db_url=args.db)
     started, cpu_started = time.perf_counter(), time.process_time()
+    children_started = _children_cpu()
     if args.step == "plan_run":
         options = RunOptions(shards=args.shards) if args.shards else None
         window = window_for_date(dt.date.fromisoformat(args.date))
@@ -116,6 +138,7 @@ def run(args) -> dict:
     else:
         raise SystemExit(f"unknown step {args.step}")
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    cpu += _children_cpu() - children_started  # a writer process (INFERENCE_WRITER=process), once joined
     return {
         "step": args.step,
         "shard": args.shard,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import threading
@@ -143,18 +144,34 @@ class _Tally:
         self._lock = threading.Lock()
 
     def add(self, outcome: ChunkOutcome, loaded: int = 0) -> None:
+        self.add_counts(outcome_counts(outcome), loaded)
+
+    def add_counts(self, counts: Mapping[str, float], loaded: int = 0) -> None:
+        """`add` for an outcome already reduced to its counts (`outcome_counts`: the writer process's)."""
         with self._lock:
             s = self.summary
-            s.staged += len(outcome.staged)
-            s.failed += len(outcome.failures)
-            s.skipped += sum(len(v) for v in outcome.skipped.values())
-            s.real_tokens += outcome.real_tokens
-            s.padded_tokens += outcome.padded_tokens
-            s.seconds += outcome.seconds
+            s.staged += counts["staged"]
+            s.failed += counts["failed"]
+            s.skipped += counts["skipped"]
+            s.real_tokens += counts["real_tokens"]
+            s.padded_tokens += counts["padded_tokens"]
+            s.seconds += counts["seconds"]
             s.loaded += loaded
         if self.progress is not None:
-            tickets = len(outcome.ticket_ids)
-            self.progress.chunk(tickets, len(outcome.failures), outcome.real_tokens, outcome.padded_tokens)
+            tickets = counts["staged"] + counts["failed"] + counts["skipped"]
+            self.progress.chunk(tickets, counts["failed"], counts["real_tokens"], counts["padded_tokens"])
+
+
+def outcome_counts(outcome: ChunkOutcome) -> dict[str, float]:
+    """What a tally needs of an applied outcome: counts only (no IDs, no outputs)."""
+    return {
+        "staged": len(outcome.staged),
+        "failed": len(outcome.failures),
+        "skipped": sum(len(v) for v in outcome.skipped.values()),
+        "real_tokens": outcome.real_tokens,
+        "padded_tokens": outcome.padded_tokens,
+        "seconds": outcome.seconds,
+    }
 
 
 def process(
@@ -222,6 +239,32 @@ def _pages(
         after = page[-1][0]
 
 
+def _writer(rt: Runtime, run_id: str, version: str, task: TaskInfo, loader: Loader | None, tally: _Tally):
+    """Where infer_shard's chunks are committed (INFERENCE_WRITER): a thread of this process, or a process of
+    their own (inference.pipeline.writer_process). Items are (seq, outcome, as_read); seq numbers the chunk's
+    metrics row, taken here so the chunks redone one at a time on this thread never share a number with them."""
+    if rt.settings.writer == "process":
+        from inference.pipeline.writer_process import WriteProcess, WriterJob
+
+        job = WriterJob(rt.settings, run_id, version, task.step, task.shard, task.started_at, loader is not None)
+        writer = WriteProcess(job, lambda written: tally.add_counts(written.counts, written.loaded))
+        log.info("run %s shard %d: chunks are committed by writer process %d", run_id, task.shard, writer.pid)
+        return writer
+
+    def write(item) -> None:
+        seq, outcome, as_read = item
+        numbered = dataclasses.replace(task, seq=iter((seq,)))
+        tally.add(*commit(rt, run_id, version, outcome, numbered, loader, as_read, dense=True))
+
+    return WriteBehind(write)
+
+
+def _abort(writer) -> None:
+    """The shard failed: a writer process stops after its current chunk instead of committing the rest."""
+    if hasattr(writer, "abort"):
+        writer.abort()
+
+
 @timed_step("infer_shard", shard_arg=2)
 def infer_shard(
     settings: Settings, run_id: str, shard: int, predictor: Predictor | None = None, *, load: bool = False
@@ -246,9 +289,7 @@ def infer_shard(
         task = TaskInfo("infer_shard", shard, utcnow())
         tally = _Tally(InferSummary(run_id, shard), Progress(run_id, "infer_shard", shard, total, done))
         loader = Loader(rt, run_id, predictor.version) if load else None
-        writer = WriteBehind(
-            lambda done: tally.add(*commit(rt, run_id, predictor.version, done[0], task, loader, done[1], dense=True))
-        )
+        writer = _writer(rt, run_id, predictor.version, task, loader, tally)
         try:
             for page, prepared in prefetched(_pages(rt, predictor, run_id, shard)):
                 for ticket_id, attempts in page:
@@ -259,7 +300,10 @@ def infer_shard(
                 if prepared.ticket_ids:
                     with writing(rt.engine) as conn:
                         items.claim(conn, run_id, prepared.ticket_ids, dense=True)
-                    writer.submit((predictor.run(run_id, prepared), read_as(prepared.tickets)))
+                    writer.submit((next(task.seq), predictor.run(run_id, prepared), read_as(prepared.tickets)))
+        except BaseException:
+            _abort(writer)
+            raise
         finally:
             writer.close()
         s = tally.summary

@@ -48,7 +48,7 @@ def test_bench_runs_every_part_and_reports_consistent_numbers(pg_admin_url, tmp_
     for mode in ("new", "update"):
         load = report["load"]["load_results"][mode]
         assert load["written"] == load["rows"] > 150 and load["rows_per_s"] > 0 and load["peak_rss_mib"] > 0
-        for way in ("in_shard", "in_shard_serial"):
+        for way in ("in_shard", "in_shard_serial", "in_shard_process"):
             in_shard = report["load"][way][mode]
             assert in_shard["rows"] == load["rows"]  # loaded by infer_shard itself
             # the chunk transactions are part of the shard's time, so their rate is at least the whole shard's

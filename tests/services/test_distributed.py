@@ -5,6 +5,7 @@ unique. The metadata database records which worker ran each task instance."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from inference.window import window_for_date
 
@@ -50,6 +51,11 @@ def test_model_tasks_run_on_the_gpu_worker_and_the_rest_on_the_cpu_worker(airflo
         else:
             assert (hostname, queue) == ("cpu-worker", "default"), (task_id, map_index, hostname, queue)
     assert {r[0] for r in ran} >= {"plan_run", "infer_shard", "load_results", "has_retries", "finish_run"}
+    # the GPU worker runs INFERENCE_WRITER=process (WORKER_ENV): each shard's chunks were committed by its own
+    # writer process, whose log lines reach the task's log
+    shard_log = airflow.task_logs(run_id, task_id="infer_shard")
+    assert len(re.findall(r"chunks are committed by writer process \d+", shard_log)) == DIST_SHARDS, shard_log[-3000:]
+    assert len(re.findall(r"writer process \d+ committed [1-9]\d* chunks\b", shard_log)) == DIST_SHARDS
 
     # Complete and unique: every non-empty ticket of the window has exactly one result, written by this run.
     window = window_for_date(DIST_DAY)

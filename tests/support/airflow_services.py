@@ -51,6 +51,10 @@ USER, PASSWORD = "operator", "op-" + secrets.token_urlsafe(9)
 COMPONENTS = ("scheduler", "dag-processor", "api-server", "triggerer")
 # Celery workers: name -> (queue, concurrency). The GPU queue and pool are the routing defaults.
 WORKERS = {"cpu-worker": ("default", 4), "gpu-worker": ("gpu", 1)}
+# Environment of each worker beyond the deployment's: the GPU node commits infer_shard's chunks in a writer
+# process (INFERENCE_WRITER=process, as the sizing guide suggests for GPU nodes), so the service tests run that
+# mode under a real Celery worker and task supervisor; every in-process DAG test runs the default thread.
+WORKER_ENV = {"gpu-worker": {"INFERENCE_WRITER": "process"}}
 NO_RETRY_PREFIX = "noretry__"
 CHUNK_SIZE = 16  # INFERENCE_CHUNK_SIZE for the whole session: infer_shard commits every 16 tickets
 
@@ -539,7 +543,13 @@ def running_airflow(
         for name, (queue, concurrency) in WORKERS.items():
             # --skip-serve-logs: both workers share this host (the log server port) and this log folder.
             args = ["celery", "worker", "--queues", queue, "--concurrency", str(concurrency), "--skip-serve-logs"]
-            svc.start(name, *args, "--celery-hostname", f"{name}@{suffix}", env={"SVC_WORKER_NAME": name})
+            svc.start(
+                name,
+                *args,
+                "--celery-hostname",
+                f"{name}@{suffix}",
+                env={"SVC_WORKER_NAME": name, **WORKER_ENV.get(name, {})},
+            )
         svc.cli("pools", "set", "gpu", "1", "GPU slots for model tasks")
         phases.append(("pool", time.monotonic()))
         if finish_setup is not None:

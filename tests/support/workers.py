@@ -26,6 +26,7 @@ class ShardWorkers:
             INFERENCE_DEVICE=settings.device,
             INFERENCE_CHUNK_SIZE=str(settings.chunk_size),
             INFERENCE_MAX_ATTEMPTS=str(settings.max_attempts),
+            INFERENCE_WRITER=settings.writer,
             PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
             **{f"FAULT_{k.upper()}": str(v) for k, v in faults.items()},
         )
