@@ -146,6 +146,7 @@ def overhead(
         "shards": shards,
         "parallel": parallel,
         "fail_every": fail_every,
+        "writer": os.environ.get("INFERENCE_WRITER") or "thread",  # what the step processes read (INFERENCE_WRITER)
         **out,
         "seed_seconds": round(seeding, 1),
         "database_mib": round(size / 2**20, 1),
