@@ -1,6 +1,7 @@
 """One pipeline step in a fresh process, for the benchmarks: prints one JSON line with the step's wall time,
-the process's CPU time over the step (all its threads; not the database server's), its summary (counts only)
-and the process's peak RSS (VmHWM: this process did nothing but this step).
+the process's CPU time over the step (all its threads, and a writer process it waited for; not the database
+server's), its summary (counts only), the process's peak RSS (VmHWM: this process did nothing but this step) and
+its children's highest (`children_peak_rss_mib`: the writer process of INFERENCE_WRITER=process, else None).
 
 python -m inference.bench.step_child STEP --db URL --run-id R [--shard K] [--engine model|standin|instant]
     [--date YYYY-MM-DD] [--shards N] [--fail-every N] [--stage-only] [--serial]
@@ -101,6 +102,15 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _children_peak_rss_mib() -> float | None:
+    """The highest peak RSS of this step's waited-for children (a writer process, INFERENCE_WRITER=process);
+    None when the step started none."""
+    import resource
+
+    kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
+    return round(kib / 1024, 1) if kib else None
+
+
 def run(args) -> dict:
     from inference import pipeline
     from inference.config import settings_from_env
@@ -165,6 +175,7 @@ def main() -> None:
     from inference.bench.rss import peak_rss_mib
 
     out["peak_rss_mib"] = peak_rss_mib()
+    out["children_peak_rss_mib"] = _children_peak_rss_mib()
     print(json.dumps(out, default=str))
 
 

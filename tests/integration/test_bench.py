@@ -59,6 +59,10 @@ def test_bench_runs_every_part_and_reports_consistent_numbers(pg_admin_url, tmp_
             assert 0 < in_shard["commit_seconds"] <= in_shard["infer_seconds"]
             assert in_shard["commit_rows_per_s"] >= in_shard["shard_rows_per_s"] > 0
             assert in_shard["cpu_us_per_row"] > 0  # the shard process's own CPU time, reported by step_child
+            if way == "in_shard_process":  # the writer process's own peak memory, apart from the shard process's
+                assert in_shard["writer_peak_rss_mib"] > 0
+            else:
+                assert in_shard["writer_peak_rss_mib"] is None  # no child process
     e2e = report["end_to_end"]
     assert e2e["engine_only"]["tickets"] == 150 and e2e["pipeline"]["backlog"] <= 150
     assert e2e["pipeline"]["succeeded"] == e2e["engine_only"]["texts"] > 0
