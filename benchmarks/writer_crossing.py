@@ -14,10 +14,10 @@ import datetime as dt
 import json
 import os
 import pickle
-import resource
 import time
 
 from inference.bench.instant import instant_predictor
+from inference.bench.rss import children_cpu_seconds
 from inference.bench.scratchdb import scratch_database
 from inference.config import settings_from_env
 from inference.modelinfo import model_version
@@ -29,11 +29,6 @@ from inference.store.schema import create_schema
 from inference.textprep import content_hash
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def start_cost(pg_url: str, starts: int) -> dict:
     with scratch_database(pg_url, "inference_bench_writer") as url:
         engine = make_engine(url)
@@ -42,11 +37,11 @@ def start_cost(pg_url: str, starts: int) -> dict:
         settings = settings_from_env(db_url=url)
         walls, cpus = [], []
         for _ in range(starts):
-            cpu0, t0 = _children_cpu(), time.perf_counter()
+            cpu0, t0 = children_cpu_seconds(), time.perf_counter()
             job = WriterJob(settings, "bench", "v", "infer_shard", 0, dt.datetime.now(dt.UTC), True)
             WriteProcess(job, lambda written: None).close()
             walls.append(time.perf_counter() - t0)
-            cpus.append(_children_cpu() - cpu0)
+            cpus.append(children_cpu_seconds() - cpu0)
     return {"starts": starts, "start_wall_s": round(min(walls), 3), "start_cpu_s": round(min(cpus), 3)}
 
 

@@ -73,7 +73,7 @@ def _in_shard(url: str, run_id: str, env: dict, stage_only_seconds: float, *flag
         "rows_per_s": round(rows / extra, 1) if extra > 0 else None,
         "cpu_us_per_row": round(1e6 * shard["cpu_seconds"] / rows, 1) if rows else None,
         "peak_rss_mib": shard["peak_rss_mib"],
-        "writer_peak_rss_mib": shard.get("children_peak_rss_mib"),  # the writer process's, if there was one
+        "writer_peak_rss_mib": shard["result"]["writer_peak_rss_mib"],  # the writer process's own, if there was one
     }
 
 

@@ -14,17 +14,13 @@ import subprocess
 import sys
 import time
 
+from inference.procmem import peak_rss_mib  # noqa: F401 - the steps' measure, re-exported
 
-def peak_rss_mib() -> float:
-    """This process's own high-water mark of resident memory (VmHWM), in MiB."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KiB
+
+def children_cpu_seconds() -> float:
+    """CPU time (user + system) of this process's children it has waited for (a writer process)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_step(step: str, db_url: str, run_id: str, *args: str, env: dict | None = None) -> dict:

@@ -1,7 +1,8 @@
 """One pipeline step in a fresh process, for the benchmarks: prints one JSON line with the step's wall time,
 the process's CPU time over the step (all its threads, and a writer process it waited for; not the database
 server's), its summary (counts only), the process's peak RSS (VmHWM: this process did nothing but this step) and
-its children's highest (`children_peak_rss_mib`: the writer process of INFERENCE_WRITER=process, else None).
+the writer process's own (`writer_peak_rss_mib`, reported by the writer itself: INFERENCE_WRITER=process; else
+None).
 
 python -m inference.bench.step_child STEP --db URL --run-id R [--shard K] [--engine model|standin|instant]
     [--date YYYY-MM-DD] [--shards N] [--fail-every N] [--stage-only] [--serial]
@@ -16,6 +17,8 @@ import datetime as dt
 import json
 import threading
 import time
+
+from inference.bench.rss import children_cpu_seconds
 
 ENGINES = ("model", "standin", "instant")
 
@@ -40,6 +43,7 @@ def predictor_for(settings, engine: str, fail_every: int = 0):
 class _Clock:
     def __init__(self) -> None:
         self.seconds, self.lock = 0.0, threading.Lock()
+        self.writers: list = []  # WriteProcess instances of the step (INFERENCE_WRITER=process)
 
 
 @contextlib.contextmanager
@@ -70,6 +74,7 @@ def _commit_clock():
             on_written(written)
 
         original_init(self, job, on_written_timed)
+        clock.writers.append(self)
 
     writer_process.WriteProcess.__init__ = counted_init
     try:
@@ -95,22 +100,6 @@ def _serial():
         infer_step.prefetched, infer_step.WriteBehind = saved
 
 
-def _children_cpu() -> float:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _children_peak_rss_mib() -> float | None:
-    """The highest peak RSS of this step's waited-for children (a writer process, INFERENCE_WRITER=process);
-    None when the step started none."""
-    import resource
-
-    kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
-    return round(kib / 1024, 1) if kib else None
-
-
 def run(args) -> dict:
     from inference import pipeline
     from inference.config import settings_from_env
@@ -120,7 +109,7 @@ def run(args) -> dict:
 
     settings = settings_from_env(db_url=args.db)
     started, cpu_started = time.perf_counter(), time.process_time()
-    children_started = _children_cpu()
+    children_started = children_cpu_seconds()
     if args.step == "plan_run":
         options = RunOptions(shards=args.shards) if args.shards else None
         window = window_for_date(dt.date.fromisoformat(args.date))
@@ -132,6 +121,8 @@ def run(args) -> dict:
         with _commit_clock() as clock, _serial() if args.serial else contextlib.nullcontext():
             result = pipeline.infer_shard(settings, args.run_id, args.shard, predictor=predictor, load=load).as_dict()
         result["commit_seconds"] = round(clock.seconds, 3)
+        peaks = [w.peak_rss_mib for w in clock.writers if w.peak_rss_mib is not None]
+        result["writer_peak_rss_mib"] = max(peaks) if peaks else None
     elif args.step == "retry_failed":
         result = pipeline.retry_failed(settings, args.run_id, predictor=predictor_for(settings, args.engine)).as_dict()
     elif args.step == "load_results":
@@ -148,7 +139,7 @@ def run(args) -> dict:
     else:
         raise SystemExit(f"unknown step {args.step}")
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    cpu += _children_cpu() - children_started  # a writer process (INFERENCE_WRITER=process), once joined
+    cpu += children_cpu_seconds() - children_started  # a writer process (INFERENCE_WRITER=process), once joined
     return {
         "step": args.step,
         "shard": args.shard,
@@ -175,7 +166,6 @@ def main() -> None:
     from inference.bench.rss import peak_rss_mib
 
     out["peak_rss_mib"] = peak_rss_mib()
-    out["children_peak_rss_mib"] = _children_peak_rss_mib()
     print(json.dumps(out, default=str))
 
 

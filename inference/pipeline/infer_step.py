@@ -259,12 +259,6 @@ def _writer(rt: Runtime, run_id: str, version: str, task: TaskInfo, loader: Load
     return WriteBehind(write)
 
 
-def _abort(writer) -> None:
-    """The shard failed: a writer process stops after its current chunk instead of committing the rest."""
-    if hasattr(writer, "abort"):
-        writer.abort()
-
-
 @timed_step("infer_shard", shard_arg=2)
 def infer_shard(
     settings: Settings, run_id: str, shard: int, predictor: Predictor | None = None, *, load: bool = False
@@ -302,7 +296,7 @@ def infer_shard(
                         items.claim(conn, run_id, prepared.ticket_ids, dense=True)
                     writer.submit((next(task.seq), predictor.run(run_id, prepared), read_as(prepared.tickets)))
         except BaseException:
-            _abort(writer)
+            writer.abort()  # a writer process stops after its current chunk instead of committing the rest
             raise
         finally:
             writer.close()

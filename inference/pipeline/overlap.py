@@ -92,6 +92,9 @@ class WriteBehind:
             self._thread.join()
         self._raise()
 
+    def abort(self) -> None:
+        """The caller failed: nothing to stop early here (`close` still waits for the write in flight)."""
+
 
 class WriteInline:
     """WriteBehind's interface without its thread: each `write(item)` runs in the caller's thread at `submit`
@@ -104,4 +107,7 @@ class WriteInline:
         self._write(item)
 
     def close(self) -> None:
+        """Nothing is in flight."""
+
+    def abort(self) -> None:
         """Nothing is in flight."""

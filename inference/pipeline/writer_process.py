@@ -13,7 +13,8 @@ same transactions (`infer_step.commit`), in the same order, each chunk all or no
   a signal Airflow sends to the task's group reaches it too.
 - At most two chunks are handed over and not yet committed (one in the child's transaction, one waiting), as
   with the write-behind thread; `submit` blocks beyond that, so memory does not grow with the shard.
-- What the child sends back is counts only (no ticket text, no outputs).
+- What the child sends back is counts only (no ticket text, no outputs), and at the end its own peak memory
+  (`peak_rss_mib`: its VmHWM; the rusage of a child would report the parent's, inherited).
 - An error in the child is raised in the parent at the next hand-over or at `close` (its type kept where it
   can be pickled); the child then stops. A child that dies (killed, out of memory) is an error in the parent
   naming its exit code. Chunks committed before stay committed; the items of the others were claimed, so a
@@ -63,7 +64,6 @@ class WriterJob:
 class Written:
     """One committed chunk, as counts: what the parent's tally needs."""
 
-    seq: int
     counts: Mapping[str, float]
     loaded: int
     seconds: float  # the chunk's transaction, in the child
@@ -81,6 +81,7 @@ class WriteProcess:
         self._on_written = on_written
         self._pending = 0
         self._closed = False
+        self.peak_rss_mib: float | None = None  # the child's own, once it has closed
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
         if Path(_IMPORT_ROOT).name not in ("site-packages", "dist-packages"):  # a checkout, a dags/plugins folder
@@ -151,7 +152,10 @@ class WriteProcess:
         try:
             self._drain(block=True)
             self._conn.send_bytes(_STOP)
-        except (BrokenPipeError, ConnectionResetError):
+            kind, payload = pickle.loads(self._conn.recv_bytes())  # its goodbye: ("done", peak memory)
+            if kind == "done":
+                self.peak_rss_mib = payload
+        except (EOFError, BrokenPipeError, ConnectionResetError):
             pass
         finally:
             self._end(timeout=60)
@@ -209,6 +213,7 @@ def _commit_all(conn, job: WriterJob, inbox: queue.Queue) -> None:
     from inference.pipeline.infer_step import TaskInfo, commit, outcome_counts
     from inference.pipeline.load_step import Loader
     from inference.pipeline.runtime import Runtime
+    from inference.procmem import peak_rss_mib
 
     with Runtime(job.settings) as rt:
         loader = Loader(rt, job.run_id, job.version) if job.load else None
@@ -216,14 +221,18 @@ def _commit_all(conn, job: WriterJob, inbox: queue.Queue) -> None:
         while True:
             data = inbox.get()
             if data is None or data == _STOP:
+                peak = peak_rss_mib()
                 log.info(
-                    "run %s shard %d: writer process %d committed %d chunks%s",
+                    "run %s shard %d: writer process %d committed %d chunks, peak memory %.1f MiB%s",
                     job.run_id,
                     job.shard,
                     os.getpid(),
                     chunks,
+                    peak,
                     "" if data == _STOP else " (its shard process went away)",
                 )
+                if data == _STOP:
+                    conn.send_bytes(pickle.dumps(("done", peak)))
                 return
             chunks += 1
             seq, outcome, as_read = pickle.loads(data)
@@ -231,7 +240,7 @@ def _commit_all(conn, job: WriterJob, inbox: queue.Queue) -> None:
             started = time.perf_counter()
             applied, loaded = commit(rt, job.run_id, job.version, outcome, task, loader, as_read, dense=True)
             seconds = time.perf_counter() - started
-            conn.send_bytes(pickle.dumps(("ok", Written(seq, outcome_counts(applied), loaded, seconds))))
+            conn.send_bytes(pickle.dumps(("ok", Written(outcome_counts(applied), loaded, seconds))))
 
 
 def _error_payload(exc: BaseException) -> bytes:

@@ -60,6 +60,20 @@ def _gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
+@pytest.fixture
+def planned(pg_settings, add_tickets):
+    """planned(run_id, n, chunk): n tickets seeded and planned as one shard; (settings with the writer process,
+    the ticket IDs)."""
+
+    def plan(run_id: str, n: int, chunk: int):
+        ids = add_tickets(n)
+        settings = pg_settings(chunk_size=chunk, writer="process")
+        plan_run(settings, run_id, WINDOW)
+        return settings, ids
+
+    return plan
+
+
 def _all_loaded(settings, view, run_id: str, ids: list[str]) -> None:
     load_results(settings, run_id)
     summary = finish_run(settings, run_id)
@@ -70,12 +84,10 @@ def _all_loaded(settings, view, run_id: str, ids: list[str]) -> None:
 
 
 def test_the_writer_process_loads_exactly_what_the_write_behind_thread_loads(
-    pg_settings, add_tickets, view, model, pg_engine
+    planned, pg_settings, view, model, pg_engine
 ):
     n, chunk = 45, 10
-    ids = add_tickets(n)
-    by_process = pg_settings(chunk_size=chunk, writer="process")
-    plan_run(by_process, "run-process", WINDOW)
+    by_process, ids = planned("run-process", n, chunk)
     totals = infer_shard(by_process, "run-process", 0, predictor=model, load=True)
     assert (totals.staged, totals.loaded, totals.failed, totals.skipped) == (n, n, 0, 0)
     assert set(view.statuses("run-process").values()) == {"succeeded"}
@@ -97,12 +109,10 @@ def test_the_writer_process_loads_exactly_what_the_write_behind_thread_loads(
 
 
 def test_a_killed_writer_fails_the_shard_and_its_retry_finishes_without_loss_or_duplicates(
-    pg_settings, add_tickets, view, model, monkeypatch
+    planned, view, model, monkeypatch
 ):
     n, chunk = 80, 10
-    ids = add_tickets(n)
-    settings = pg_settings(chunk_size=chunk, writer="process")
-    plan_run(settings, "run-writer-killed", WINDOW)
+    settings, ids = planned("run-writer-killed", n, chunk)
     real_forward, passes = Encoder.forward, []
 
     def forward(self, *args, **kwargs):  # the parent runs the model: kill its writer once two chunks are in
@@ -140,12 +150,10 @@ def test_a_killed_writer_fails_the_shard_and_its_retry_finishes_without_loss_or_
 
 
 def test_sigkill_of_the_shard_process_ends_its_writer_and_the_retry_finishes(
-    pg_settings, add_tickets, shard_worker, read_worker_log, view, model
+    planned, shard_worker, read_worker_log, view, model
 ):
     n, chunk = 100, 10
-    settings = pg_settings(chunk_size=chunk, writer="process")
-    ids = add_tickets(n)
-    plan_run(settings, "run-parent-killed", WINDOW)
+    settings, ids = planned("run-parent-killed", n, chunk)
     proc = shard_worker(settings, "run-parent-killed", 0, forward_delay=0.2)
     deadline = time.monotonic() + 120
     while True:  # kill the shard process once two chunks are committed and the next one is in the model
@@ -176,12 +184,10 @@ def test_sigkill_of_the_shard_process_ends_its_writer_and_the_retry_finishes(
 
 
 def test_a_refused_write_in_the_writer_is_raised_typed_and_without_ticket_text_then_the_retry_finishes(
-    pg_settings, add_tickets, view, model, pg_engine
+    planned, view, model, pg_engine
 ):
-    n, chunk = 30, 10
-    ids = add_tickets(n)
-    settings = pg_settings(chunk_size=chunk, writer="process")
-    plan_run(settings, "run-refused", WINDOW)
+    n = 30
+    settings, ids = planned("run-refused", n, 10)
     with writing(pg_engine) as conn:  # a constraint that refuses every result row (the server quotes the row)
         conn.execute(sa.text("ALTER TABLE ticket_results ADD CONSTRAINT refuse_all CHECK (summary IS NULL)"))
     with pytest.raises(DatabaseRefused) as raised:
