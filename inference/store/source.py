@@ -72,7 +72,7 @@ from inference.store.source_keys import (
     sqlite_values,
     surrogate_key,
 )
-from inference.store.source_time import to_instant
+from inference.store.source_time import to_instant, unix_spans
 from inference.textprep import content_hash, has_text
 from inference.window import UTC, Window
 
@@ -181,13 +181,14 @@ class Source:
             return sql.can_hash(conn)
 
     def _stamp_kind(self, name: str) -> str:
-        """How a timestamp column's values are compared: tz, naive, date, text (or unsupported: a type name)."""
+        """How a timestamp column's values are compared: tz, naive, date, text, unix (numbers: Unix times), or
+        unsupported:<type name>."""
         if not self.is_pg:
-            return "text"  # SQLite keeps timestamps as text (SQLAlchemy writes ISO-8601); `check` verifies it
+            return "text"  # SQLite: ISO-8601 text (as SQLAlchemy writes it) or numbers; `check` verifies it
         declared, base, category = self._types[name]
         if base in _STAMP_KINDS:
             return _STAMP_KINDS[base]
-        return "text" if category == "S" else f"unsupported:{declared}"
+        return {"S": "text", "N": "unix"}.get(category, f"unsupported:{declared}")
 
     def check(self, conn: sa.Connection | None = None) -> None:
         """Refuses, before anything is written, a source that cannot be read by instant and by key (ConfigError
@@ -278,7 +279,8 @@ class Source:
             env_name = "TICKETS_COL_CREATED_AT" if column == self.cols.created_at else "TICKETS_COL_UPDATED_AT"
             raise ConfigError(
                 f"{env_name}: a value of column {column} of {self.where} is not a readable timestamp "
-                "(ISO-8601 YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][+HH:MM|Z]): fix it, or point "
+                "(ISO-8601 YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][+HH:MM|Z], or a number: a Unix time between 1980 and "
+                "2200 in seconds, milliseconds, microseconds or nanoseconds): fix it, or point "
                 f"{env_name} at a view column that converts it"
             ) from None
 
@@ -286,6 +288,13 @@ class Source:
         parts = []
         for name in (self.cols.created_at, self.cols.updated_at):
             col, kind = self.table.c[name], self.stamps[name]
+            # Unix times, a range per unit (PostgreSQL: a number column; SQLite: numbers sort before any text)
+            unix = [sa.and_(col >= lo, col < hi) for lo, hi in unix_spans(window.start, window.end)]
+            if kind == "unix":
+                parts.extend(unix)
+                continue
+            if kind == "text" and not self.is_pg:
+                parts.extend(unix)
             if kind == "tz":
                 lo, hi = window.start, window.end
             elif kind in ("naive", "date"):

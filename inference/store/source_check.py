@@ -1,6 +1,6 @@
 """The start-of-run check of a source: refuses, before anything is written, timestamp columns that cannot be
 read by instant and IDs that cannot be looked up by their keys, with a ConfigError naming the column and the fix.
-Scans text timestamp columns once (SQLite: both)."""
+Scans text and number timestamp columns once (SQLite: both)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from inference.errors import ConfigError
 from inference.store.source_keys import id_problem
-from inference.store.source_time import is_utc
+from inference.store.source_time import UNIX_FROM, UNIX_UNTIL, is_utc, unix_spans
 
 if TYPE_CHECKING:
     from inference.store.source import Source
@@ -25,11 +25,7 @@ def check(source: Source, conn: sa.Connection) -> None:
     ):
         kind = source.stamps[name]
         if kind.startswith("unsupported:"):
-            fix = (
-                f"to_timestamp({name})"
-                if "int" in kind or "numeric" in kind or "double" in kind
-                else f"CAST({name} AS timestamptz)"
-            )
+            fix = f"CAST({name} AS timestamptz)"
             raise ConfigError(
                 f"{env_name}: column {name} of {source.where} is of type {kind.split(':', 1)[1]}, not a timestamp: "
                 f"point {env_name} at a timestamp column, or at a view column that converts it ({fix} AS {name})"
@@ -43,14 +39,23 @@ def check(source: Source, conn: sa.Connection) -> None:
                     f"TICKETS_SOURCE_TIMEZONE to the zone they are written in ({zone}, or UTC if they are UTC), "
                     "or make the column `timestamp with time zone`"
                 )
+        if kind == "unix":
+            bad = implausible_unix_stamps(source, conn, name)
+            if bad:
+                raise ConfigError(
+                    f"{env_name}: {bad} value(s) of number column {name} of {source.where} are no Unix time between "
+                    f"{UNIX_FROM.year} and {UNIX_UNTIL.year} (in seconds, milliseconds, microseconds or nanoseconds, "
+                    "told apart by magnitude), so windows cannot select them by instant: fix those rows, or point "
+                    f"{env_name} at a timestamp column or a view column that converts them"
+                )
         if kind == "text":
             bad = unreadable_text_stamps(source, conn, name)
             if bad:
+                numbers = "" if source.is_pg else ", or numbers, each a Unix time between 1980 and 2200"
                 raise ConfigError(
                     f"{env_name}: {bad} value(s) of column {name} of {source.where} are not ISO-8601 timestamps "
-                    "(YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][+HH:MM|Z], as text), so windows cannot select them by "
-                    f"instant: fix those rows, or point {env_name} at a view column that converts them "
-                    f"(SQLite: datetime({name}, 'unixepoch') for Unix times)"
+                    f"(YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][+HH:MM|Z], as text{numbers}), so windows cannot select them "
+                    f"by instant: fix those rows, or point {env_name} at a view column that converts them"
                 )
     check_keys(source, conn)
 
@@ -66,16 +71,29 @@ def database_zone(engine: sa.Engine) -> str:
         other.dispose()
 
 
+def _plausible_unix(col) -> sa.ColumnElement[bool]:
+    """A number that reads as a Unix time between UNIX_FROM and UNIX_UNTIL in one of its units."""
+    return sa.or_(*[sa.and_(col >= lo, col < hi) for lo, hi in unix_spans(UNIX_FROM, UNIX_UNTIL)])
+
+
+def implausible_unix_stamps(source: Source, conn: sa.Connection, name: str) -> int:
+    """PostgreSQL, a number column: values that are no plausible Unix time (NaN and infinities included)."""
+    col = source.table.c[name]
+    bad = sa.and_(col.is_not(None), sa.not_(_plausible_unix(col)))
+    return conn.scalar(sa.select(sa.func.count()).select_from(source.table).where(bad)) or 0
+
+
 def unreadable_text_stamps(source: Source, conn: sa.Connection, name: str) -> int:
     col = source.table.c[name]
     if source.is_pg:
         pattern = r"^\s*\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d*)?)?)?\s*([Zz]|[+-]\d{2}(:?\d{2})?)?\s*$"
         bad = sa.and_(col.is_not(None), sa.not_(sa.cast(col, sa.Text).regexp_match(pattern)))
-    else:
+    else:  # ISO-8601 text, or numbers (integer or real storage class) that are plausible Unix times
         date = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
         shaped = sa.or_(col.op("GLOB")(date), col.op("GLOB")(date + "[ T][0-9][0-9]:[0-9][0-9]*"))
-        readable = sa.and_(sa.func.typeof(col) == "text", shaped, sa.func.julianday(col).is_not(None))
-        bad = sa.and_(col.is_not(None), sa.not_(readable))
+        text = sa.and_(sa.func.typeof(col) == "text", shaped, sa.func.julianday(col).is_not(None))
+        number = sa.and_(sa.func.typeof(col).in_(["integer", "real"]), _plausible_unix(col))
+        bad = sa.and_(col.is_not(None), sa.not_(sa.or_(text, number)))
     return conn.scalar(sa.select(sa.func.count()).select_from(source.table).where(bad)) or 0
 
 

@@ -1,11 +1,18 @@
 """Source timestamps as instants: ISO-8601 text as SQLite and other applications write it, naive values in a
-configured zone, and whether a database's zone name means UTC."""
+configured zone, Unix times (numbers), and whether a database's zone name means UTC.
+
+Unix times are numbers of seconds, milliseconds, microseconds or nanoseconds since 1970-01-01 UTC, told apart
+by magnitude: each unit's plausible span (`UNIX_FROM` to `UNIX_UNTIL`, 1980 to 2200) lies orders of magnitude
+away from every other unit's, so a value in one of the spans has one reading; any other number (a version
+counter, 0, a negative) is no timestamp and is refused at start (`unix_spans`)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import zoneinfo
+from decimal import Decimal
 from typing import Any
 
 from inference.window import UTC
@@ -35,10 +42,48 @@ def parse_iso(text: str) -> dt.datetime:
     )
 
 
+UNIX_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+UNIX_FROM = dt.datetime(1980, 1, 1, tzinfo=UTC)
+UNIX_UNTIL = dt.datetime(2200, 1, 1, tzinfo=UTC)
+UNIX_UNITS = (1, 10**3, 10**6, 10**9)  # per second: seconds, milliseconds, microseconds, nanoseconds
+_MICRO = dt.timedelta(microseconds=1)
+
+
+def _in_unit(instant: dt.datetime, per_second: int) -> tuple[int, int]:
+    """An instant as a Unix time in a unit, as the integers just below and just above (equal when exact)."""
+    low, rest = divmod((instant - UNIX_EPOCH) // _MICRO * per_second, 10**6)
+    return low, low + (rest > 0)
+
+
+def unix_spans(start: dt.datetime, end: dt.datetime) -> list[tuple[int, int]]:
+    """[lo, hi) numeric ranges, one per unit, that hold every Unix time of the instants in [start, end) (a
+    little more where a bound falls between two integers: callers check each row's instant exactly)."""
+    return [(_in_unit(start, u)[0], _in_unit(end, u)[1]) for u in UNIX_UNITS]
+
+
+_PLAUSIBLE = unix_spans(UNIX_FROM, UNIX_UNTIL)
+
+
+def from_unix(value: int | float | Decimal) -> dt.datetime:
+    """A Unix time in the unit its magnitude tells (the module's docstring). ValueError for any other number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("not a finite number")
+    for (lo, hi), per_second in zip(_PLAUSIBLE, UNIX_UNITS, strict=True):
+        if lo <= value < hi:
+            micros = (
+                value * 10**6 // per_second if isinstance(value, int) else round(Decimal(value) * 10**6 / per_second)
+            )
+            return UNIX_EPOCH + dt.timedelta(microseconds=int(micros))
+    raise ValueError("a number that is no Unix time between 1980 and 2200 in seconds, ms, µs or ns")
+
+
 def to_instant(value: Any, zone: dt.tzinfo) -> dt.datetime | None:
-    """A source timestamp as an aware UTC datetime; naive values are in `zone`. ValueError if unreadable."""
+    """A source timestamp as an aware UTC datetime; naive values are in `zone`, numbers are Unix times (UTC).
+    ValueError if unreadable."""
     if value is None:
         return None
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        return from_unix(value)
     if isinstance(value, str):
         value = parse_iso(value)
     elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):

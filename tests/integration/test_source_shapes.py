@@ -5,7 +5,7 @@ anything is written.
 
 Cases: duplicate IDs (a view over a join, an import), IDs of other shapes (untyped SQLite columns, `id + 0`
 views, mixed types, long IDs, NULL IDs, non-integers in an INTEGER column, `limit` order), timestamps (text with
-offsets, naive in a zone, a non-UTC database, DST), `updated_at` going backwards, two model versions, deleted
+offsets, naive in a zone, Unix times in any unit, a non-UTC database, DST), `updated_at` going backwards, two model versions, deleted
 tickets, invisible-only text, scrambled engine outputs and staged rows without a run item. Memory with big
 tickets is in test_source_memory.py.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import decimal
 import re
 import threading
 import zoneinfo
@@ -419,16 +420,56 @@ def test_timestamps_written_in_the_databases_own_session_time_zone(pg_admin_url,
             engine.dispose()
 
 
-@pytest.mark.parametrize("shape", ["numbers", "garbage", "wrong type"])
-def test_unreadable_timestamps_are_refused_at_start_naming_the_column(db_engine, shapes, shape):
-    if shape == "wrong type":
-        shapes.table("src", f"ticket_id INTEGER, subject TEXT, body TEXT, created_at {shapes.ts()}, updated_at BIGINT")
-        shapes.insert("src", [dict(ticket_id=1, subject="a", body="b", created_at=AT, updated_at=1764468000)])
+def _unix(instant: dt.datetime, per_second: int, kind: str):
+    """`instant` as a Unix time in a unit: an int, a float or a Decimal (of seconds with a fraction)."""
+    micros = (instant - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+    if kind == "int":
+        return micros * per_second // 10**6
+    return micros / 10**6 if kind == "float" else decimal.Decimal(micros) / 10**6
+
+
+@pytest.mark.parametrize(
+    "column,kind", [("BIGINT", "int"), ("DOUBLE PRECISION", "float"), ("NUMERIC(20, 6)", "decimal")]
+)
+def test_unix_times_in_any_unit_are_selected_by_instant(db_engine, shapes, column, kind):
+    # numbers as help desks and event pipelines store them: seconds, milliseconds, microseconds or nanoseconds
+    # since 1970 (integers: every unit, told apart by magnitude), or seconds with a fraction (float, numeric)
+    shapes.tickets_table(ts=column)
+    units = [1, 10**3, 10**6, 10**9] if kind == "int" else [1]
+    values = {k: _unix(t, units[k % len(units)], kind) for k, (t, _) in STAMPS.items()}
+    if kind == "decimal" and not shapes.pg:  # sqlite3 binds no Decimal: text, which NUMERIC affinity makes a number
+        values = {k: str(v) for k, v in values.items()}
+    shapes.insert("src", [ticket(k, *text(k), v) for k, v in values.items()])
+    settings = s.settings(db_engine)
+
+    seen = _three_nights(db_engine, settings, f"unix-{kind}")
+
+    assert seen == {str(k): {WINDOW_OF[k]} for k in STAMPS}  # each ticket once, by the night of its instant
+    stored = {k: r.source_updated_at for k, r in s.results(db_engine).items()}
+    if kind == "int":  # exact to the unit: seconds and milliseconds lose what is below them
+        expected = {
+            str(k): t - dt.timedelta(microseconds=t.microsecond % (10**6 // min(units[k % 4], 10**6)))
+            for k, (t, _) in STAMPS.items()
+        }
     else:
-        shapes.tickets_table(ts="TEXT" if shapes.pg else "")
-        value = 1764468000 if shape == "numbers" and not shapes.pg else "30/11/2026 05:00"
+        expected = {str(k): t for k, (t, _) in STAMPS.items()}
+    assert stored == expected
+
+
+@pytest.mark.parametrize("shape", ["garbage", "digits as text", "not a Unix time", "wrong type"])
+def test_unreadable_timestamps_are_refused_at_start_naming_the_column(db_engine, shapes, shape):
+    if shape in ("not a Unix time", "wrong type"):  # a counter in a number column; a boolean (SQLite: 0 or 1)
+        column = "BOOLEAN" if shape == "wrong type" else "BIGINT"
+        shapes.table(
+            "src", f"ticket_id INTEGER, subject TEXT, body TEXT, created_at {shapes.ts()}, updated_at {column}"
+        )
+        value = True if shape == "wrong type" else 42
+        shapes.insert("src", [dict(ticket_id=1, subject="a", body="b", created_at=AT, updated_at=value)])
+    else:  # text that is no ISO-8601 timestamp, a Unix time as text included
+        shapes.tickets_table(ts="TEXT")
+        value = "1764468000" if shape == "digits as text" else "30/11/2026 05:00"
         shapes.insert("src", [*rows([1, 2]), dict(ticket_id=3, subject="a", body="b", created_at=AT, updated_at=value)])
-    settings = s.settings(db_engine)  # (SQLite has no column types: a BIGINT column's numbers are refused as numbers)
+    settings = s.settings(db_engine)
 
     with pytest.raises(ConfigError) as refused:
         plan_run(settings, "run-1", W)
@@ -436,6 +477,8 @@ def test_unreadable_timestamps_are_refused_at_start_naming_the_column(db_engine,
     message = str(refused.value)
     assert "TICKETS_COL_UPDATED_AT" in message and "column updated_at of src" in message
     assert "view" in message  # the fix: point the setting at a view column that converts the values
+    if shape == "not a Unix time":
+        assert "Unix time between 1980 and 2200" in message
     assert s.run_rows(db_engine) == 0  # nothing written
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
+from decimal import Decimal
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from inference.store.source_keys import MAX_ID_BYTES, id_problem, sqlite_key, sqlite_values, surrogate_key
-from inference.store.source_time import parse_iso, to_instant
+from inference.store.source_time import parse_iso, to_instant, unix_spans
 from inference.textprep import has_text, model_input, visible
 
 UTC = dt.UTC
@@ -88,8 +89,46 @@ def test_naive_values_are_in_the_source_zone_first_occurrence_at_dst():
     assert to_instant(dt.datetime(2026, 10, 25, 2, 30), berlin) == dt.datetime(2026, 10, 25, 0, 30, tzinfo=UTC)
     aware = dt.datetime(2026, 11, 30, 3, tzinfo=dt.timezone(dt.timedelta(hours=-5)))
     assert to_instant(aware, berlin) == dt.datetime(2026, 11, 30, 8, tzinfo=UTC)  # an offset wins over the zone
+    assert to_instant(1764468000, berlin) == dt.datetime(2025, 11, 30, 2, tzinfo=UTC)  # Unix times are UTC
+
+
+SECOND = dt.datetime(2025, 11, 30, 2, 0, 0, 123456, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "value,instant",
+    [
+        (1764468000, SECOND.replace(microsecond=0)),  # seconds
+        (1764468000123, SECOND.replace(microsecond=123000)),  # milliseconds
+        (1764468000123456, SECOND),  # microseconds
+        (1764468000123456789, SECOND),  # nanoseconds: below a microsecond is cut off
+        (1764468000.123456, SECOND),  # seconds with a fraction (float)
+        (Decimal("1764468000.123456"), SECOND),  # (numeric)
+        (315532800, dt.datetime(1980, 1, 1, tzinfo=UTC)),  # the first plausible instant, each unit
+        (315532800 * 10**9, dt.datetime(1980, 1, 1, tzinfo=UTC)),
+        (7258118399, dt.datetime(2199, 12, 31, 23, 59, 59, tzinfo=UTC)),  # the last second, seconds and ms
+        (7258118399999, dt.datetime(2199, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)),
+    ],
+)
+def test_numbers_are_unix_times_in_the_unit_their_magnitude_tells(value, instant):
+    assert to_instant(value, UTC) == instant
+
+
+@pytest.mark.parametrize(
+    "value", [0, 42, -1764468000, 315532799, 7258118400, 10**11 - 1, 10**20, float("nan"), float("inf"), True]
+)
+def test_numbers_that_are_no_plausible_unix_time_are_unreadable(value):
     with pytest.raises(ValueError):
-        to_instant(1764468000, UTC)
+        to_instant(value, UTC)
+
+
+def test_unix_spans_hold_every_unit_of_a_window_and_no_more_than_a_unit_beyond():
+    start, end = dt.datetime(2026, 11, 30, 2, tzinfo=UTC), dt.datetime(2026, 12, 1, 2, 0, 0, 500, tzinfo=UTC)
+    spans = unix_spans(start, end)
+    assert spans[0] == (1796004000, 1796090401)  # end's 500 µs round up to the next second
+    assert spans[1] == (1796004000000, 1796090400001)
+    assert spans[2] == (1796004000000000, 1796090400000500)
+    assert spans[3] == (1796004000000000000, 1796090400000500000)
 
 
 INVISIBLE_ONLY = ["\u200b", "\ufeff", "\u00ad", "\u2060", "\u200c\u200d\u200e", "\u3164", "\ufe0f", " \u2800 \t"]
