@@ -8,6 +8,7 @@ counter, 0, a negative) is no timestamp and is refused at start (`unix_spans`)."
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import math
 import re
@@ -46,12 +47,14 @@ UNIX_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 UNIX_FROM = dt.datetime(1980, 1, 1, tzinfo=UTC)
 UNIX_UNTIL = dt.datetime(2200, 1, 1, tzinfo=UTC)
 UNIX_UNITS = (1, 10**3, 10**6, 10**9)  # per second: seconds, milliseconds, microseconds, nanoseconds
-_MICRO = dt.timedelta(microseconds=1)
 
 
 def _in_unit(instant: dt.datetime, per_second: int) -> tuple[int, int]:
-    """An instant as a Unix time in a unit, as the integers just below and just above (equal when exact)."""
-    low, rest = divmod((instant - UNIX_EPOCH) // _MICRO * per_second, 10**6)
+    """An instant as a Unix time in a unit, as the integers just below and just above (equal when exact).
+    Integer arithmetic on the instant's fields: Airflow's windows are pendulum datetimes, whose differences
+    do not divide by a timedelta."""
+    micros = calendar.timegm(instant.utctimetuple()) * 10**6 + instant.microsecond
+    low, rest = divmod(micros * per_second, 10**6)
     return low, low + (rest > 0)
 
 

@@ -129,6 +129,9 @@ def test_unix_spans_hold_every_unit_of_a_window_and_no_more_than_a_unit_beyond()
     assert spans[1] == (1796004000000, 1796090400001)
     assert spans[2] == (1796004000000000, 1796090400000500)
     assert spans[3] == (1796004000000000000, 1796090400000500000)
+    import pendulum  # Airflow's windows are pendulum datetimes (in any zone)
+
+    assert unix_spans(pendulum.instance(start), pendulum.instance(end).in_timezone("Asia/Kolkata")) == spans
 
 
 INVISIBLE_ONLY = ["\u200b", "\ufeff", "\u00ad", "\u2060", "\u200c\u200d\u200e", "\u3164", "\ufe0f", " \u2800 \t"]
@@ -149,3 +152,11 @@ def test_invisible_characters_next_to_visible_text_are_kept():
 @given(st.one_of(st.none(), st.text()), st.one_of(st.none(), st.text()))
 def test_has_text_is_model_input_not_none(subject, body):
     assert has_text(subject, body) == (model_input(subject, body, 10_000)[0] is not None)
+
+
+def test_html_that_shows_nothing_has_text_but_no_model_input():
+    # plan counts characters (in Python or in the database), the model step the text a reader sees
+    assert has_text(None, "<p>&nbsp;</p><div><br></div>") and model_input(None, "<p>&nbsp;</p><br>", 100) == (
+        None,
+        False,
+    )
