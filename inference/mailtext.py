@@ -19,14 +19,17 @@ from collections.abc import Sequence
 
 from inference.textprep import model_input
 
-INPUT_POLICY = "mail-tail-cut-1"  # `ticket_text`'s version: part of the model version (modelinfo)
+INPUT_POLICY = "html-mail-tail-cut-2"  # `ticket_text`'s version, part of the model version (2: HTML read as text)
 
-_TAIL_MARKERS = [
+_QUOTE_HEADERS = [
     re.compile(r"^\s*-{2,}\s*(original message|forwarded message)\s*-{2,}", re.I),
-    re.compile(r"^\s*_{5,}\s*$"),  # Outlook's separator line
     re.compile(r"^\s*on\b.{0,200}\bwrote:\s*$", re.I),  # On Mon, 3 Nov 2026, Support <..> wrote:
     # Le ... a écrit :, Am ... schrieb Name <addr>:, El ... escribió:, Op ... schreef ...:, Il ... ha scritto:
     re.compile(r"^\s*(le|am|el|op|il)\b.{0,200}\b(a écrit|schrieb|escribió|schreef|ha scritto)\b.{0,200}:\s*$", re.I),
+]
+_TAIL_MARKERS = [
+    *_QUOTE_HEADERS,
+    re.compile(r"^\s*_{5,}\s*$"),  # Outlook's separator line
     re.compile(r"^\s*--\s*$"),  # the standard signature separator "-- "
     re.compile(r"^\s*(sent from my|get outlook for)\b", re.I),
     re.compile(
@@ -44,15 +47,19 @@ SIGN_OFF_LINE = re.compile(
     re.I,
 )
 _QUOTED = re.compile(r"^\s*>")
+_QUOTE_MARKS = re.compile(r"^(\s*>)+")
 _LETTER = re.compile(r"[^\W\d_]")
 
 
 def split_tail(text: str) -> int:
-    """The character offset where the customer's own message ends (len(text) when nothing follows it)."""
+    """The character offset where the customer's own message ends (len(text) when nothing follows it).
+    A quote header counts inside a quote too ("> On ... wrote:": Apple Mail puts it in its blockquote)."""
     offset, lines = 0, text.splitlines(keepends=True)
     for k, line in enumerate(lines):
         stripped = line.strip()
         if any(m.match(line) for m in _TAIL_MARKERS):
+            return offset
+        if _QUOTED.match(line) and any(m.match(_QUOTE_MARKS.sub("", line)) for m in _QUOTE_HEADERS):
             return offset
         if _FROM_HEADER.match(line) and any(_SENT_HEADER.match(x) for x in lines[k + 1 : k + 4]):
             return offset

@@ -19,8 +19,6 @@ def summary_shares(predictor, tickets, tail_starts=None, chunk: int = 512) -> di
       the caller knows where the tail begins);
     - `category_agreement`: the category of the summary alone (embedded on its own) equals the ticket's.
     """
-    import datetime as dt
-
     from inference.heads.category import CategoryHead
     from inference.mailtext import GREETING, SIGN_OFF_LINE, THANKS, is_filler, quoted_lines, split_tail
     from inference.textprep import max_chars_for, model_input, sentence_spans
@@ -28,25 +26,8 @@ def summary_shares(predictor, tickets, tail_starts=None, chunk: int = 512) -> di
     classifier = next((loaded.classifier for head, loaded in predictor.heads if isinstance(head, CategoryHead)), None)
     if classifier is None or "summary" not in predictor.head_names:
         raise ConfigError("summary shares need the category and summary heads (INFERENCE_HEADS)")
-    now = dt.datetime.now(dt.UTC)
-    if hasattr(predictor, "input_text"):  # the source applies the input policy as it reads (TicketInput)
-        from inference.records import TicketInput
-        from inference.textprep import content_hash
-
-        source = {
-            str(k): TicketInput(str(k), now, content_hash(s, b), *predictor.input_text(s, b))
-            for k, (s, b) in enumerate(tickets)
-        }
-    else:
-        from inference.records import SourceTicket
-
-        source = {str(k): SourceTicket(str(k), s, b, now) for k, (s, b) in enumerate(tickets)}
-    ids = list(source)
-    outputs: dict[str, dict] = {}
-    for i in range(0, len(ids), chunk):
-        outcome = predictor.compute("summary-shares", ids[i : i + chunk], source)
-        outputs.update({r.ticket_id: r.outputs for r in outcome.staged})
-    done = [k for k in ids if k in outputs and outputs[k].get("summary")]
+    outputs = predict_all(predictor, tickets, chunk)
+    done = [k for k in map(str, range(len(tickets))) if k in outputs and outputs[k].get("summary")]
     summaries = [outputs[k]["summary"] for k in done]
     categories = [outputs[k]["category"] for k in done]
     vectors = predictor.encoder.encode(summaries).embeddings
@@ -71,6 +52,32 @@ def summary_shares(predictor, tickets, tail_starts=None, chunk: int = 512) -> di
         "quoted_first": _share(np.array(quoted)),
         "category_agreement": _share(np.array(agree)),
     }
+
+
+def predict_all(predictor, tickets, chunk: int = 512) -> dict[str, dict]:
+    """The predictor's outputs for `tickets` ((subject, body) pairs), keyed "0", "1", ... by position, as the
+    pipeline computes them (the input policy applied as the source applies it); tickets it skips are absent."""
+    import datetime as dt
+
+    now = dt.datetime.now(dt.UTC)
+    if hasattr(predictor, "input_text"):  # the source applies the input policy as it reads (TicketInput)
+        from inference.records import TicketInput
+        from inference.textprep import content_hash
+
+        source = {
+            str(k): TicketInput(str(k), now, content_hash(s, b), *predictor.input_text(s, b))
+            for k, (s, b) in enumerate(tickets)
+        }
+    else:
+        from inference.records import SourceTicket
+
+        source = {str(k): SourceTicket(str(k), s, b, now) for k, (s, b) in enumerate(tickets)}
+    ids = list(source)
+    outputs: dict[str, dict] = {}
+    for i in range(0, len(ids), chunk):
+        outcome = predictor.compute("predict-all", ids[i : i + chunk], source)
+        outputs.update({r.ticket_id: r.outputs for r in outcome.staged})
+    return outputs
 
 
 def _share(mask: np.ndarray) -> float | None:

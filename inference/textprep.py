@@ -10,6 +10,11 @@ Policy, per case (tested in tests/unit/test_textprep.py):
   from the source, become U+FFFD in the model input.
 - Other control characters (C0 except tab/newline/CR, DEL, C1) become spaces.
 - Emoji, RTL and bidi text pass through unchanged (invisible characters next to visible text are kept).
+- HTML (a subject or body with two tags or more of the HTML vocabulary, as help desks that ingest e-mail keep
+  it) becomes the text a reader sees (`inference.htmltext`: lines, quoted replies as "> " lines, no markup,
+  entities decoded); only its first `HTML_EXPANSION` x `max_chars` characters are read (flagged `truncated`
+  when there is more). Such a ticket whose markup shows nothing is skipped as `empty_input` by the model
+  step (plan counts it as text: `has_text` looks at characters, not markup).
 - Longer than `max_chars`: cut before tokenization and the result is flagged `truncated`; the tokenizer
   also truncates to the model's max length and flags it the same way.
 The content hash covers the raw subject and body, byte-exact, so any edit is seen.
@@ -20,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import re
 from json.encoder import encode_basestring as _encode_basestring
+
+from inference.htmltext import html_to_text, looks_like_html
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -35,6 +42,7 @@ _VISIBLE = re.compile(f"[^{INVISIBLE}]")
 _VISIBLE_RAW = re.compile(f"[^{INVISIBLE}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # before _clean
 
 
+HTML_EXPANSION = 32  # HTML read per character of model input: e-mail markup (inline styles, a <style> head) is bulky
 HASH_PIECE = 65_536  # characters: longer texts are hashed a piece at a time, never copied whole
 
 
@@ -80,19 +88,28 @@ def visible(text: str) -> bool:
 
 
 def has_text(subject: str | None, body: str | None) -> bool:
-    """Whether the input policy leaves anything to embed (`model_input` is not None), without copying the text."""
+    """Whether the input policy may leave anything to embed, without copying the text: `model_input` is not
+    None, except HTML whose markup shows nothing (True here, None there: the model step skips it)."""
     return any(p and _VISIBLE_RAW.search(p) for p in (subject, body))
 
 
 def model_input(subject: str | None, body: str | None, max_chars: int) -> tuple[str | None, bool]:
     """Returns (text for the model or None when there is nothing to embed, cut-by-chars flag)."""
-    parts = [_clean(p).strip() for p in (subject, body) if p]
+    parts, cut = [], False
+    for part in (subject, body):
+        if not part:
+            continue
+        head = part[: max_chars * HTML_EXPANSION]
+        if looks_like_html(head):
+            cut = cut or len(head) < len(part)
+            part = html_to_text(head)
+        parts.append(_clean(part).strip())
     text = "\n".join(p for p in parts if p and visible(p))
     if not text:
         return None, False
     if len(text) > max_chars:
         return text[:max_chars].rstrip(), True
-    return text, False
+    return text, cut
 
 
 def estimate_tokens(subject: str | None, body: str | None, max_seq_length: int) -> int:

@@ -86,3 +86,24 @@ def test_summaries_carry_the_request_on_the_held_out_set_and_on_mail_threads(mod
     assert with_tail["quoted_first"] == 0.0 and with_tail["greeting_first"] == 0.0, with_tail
     assert with_tail["category_agreement"] >= 0.95, with_tail
     assert abs(with_tail["category_agreement"] - plain["category_agreement"]) <= 0.03, (plain, with_tail)
+
+
+@pytest.mark.slow
+def test_html_mail_replies_get_the_categories_and_summaries_of_their_plain_text(model, settings):
+    # each held-out ticket as an HTML reply (Gmail, Outlook, Apple Mail markup) quoting another ticket of
+    # another category: the markup and the quote must change nothing the model sees of the customer's words
+    from inference.bench.html_mail import html_mail_set
+    from inference.examples import EVAL_SET, load_examples
+    from inference.predictor import build_predictor
+    from inference.summary_eval import predict_all
+
+    examples = load_examples(EVAL_SET)[:150]
+    predictor = build_predictor(settings.replace(heads=("category", "summary")), model.encoder, version="quality")
+    plain = predict_all(predictor, [(e.subject, e.body) for e in examples])
+    marked = predict_all(predictor, html_mail_set(examples))
+
+    assert set(marked) == set(plain) and len(plain) == len(examples)
+    same_category = sum(marked[k]["category"] == plain[k]["category"] for k in plain)
+    same_summary = sum(marked[k]["summary"] == plain[k]["summary"] for k in plain)
+    # measured 150 and 150 of 150 (HTML read as markup, before: 99 and 8; BENCHMARKS.md "HTML e-mail")
+    assert same_category >= 0.97 * len(plain) and same_summary >= 0.97 * len(plain), (same_category, same_summary)

@@ -1,0 +1,60 @@
+"""Tickets as HTML e-mail replies, the way three common mail clients write them (Gmail, Outlook, Apple Mail),
+for the quality test and benchmark of the input policy's HTML reading (`inference.htmltext`): the customer's
+message, then the client's quoted earlier message (another ticket's text), all in the client's markup.
+Synthetic: the markup follows what those clients send; the words are the labelled sets' own."""
+
+from __future__ import annotations
+
+import html
+import random
+from collections.abc import Sequence
+
+STYLES = ("gmail", "outlook", "apple")
+
+
+def _lines(text: str, wrap: str) -> str:
+    return "".join(wrap.format(html.escape(line)) if line.strip() else wrap.format("<br>") for line in text.split("\n"))
+
+
+def as_html_mail(own: str, quoted: str, style: str, name: str = "Jane Doe") -> str:
+    """`own` (the customer's message) replying to `quoted`, as `style` (one of STYLES) writes it."""
+    if style == "gmail":
+        return (
+            f'<div dir="ltr">{_lines(own, "<div>{}</div>")}</div><br><div class="gmail_quote">'
+            '<div dir="ltr" class="gmail_attr">On Mon, Nov 3, 2026 at 10:02\u202fAM Support &lt;<a '
+            'href="mailto:support@example.com">support@example.com</a>&gt; wrote:<br></div>'
+            '<blockquote class="gmail_quote" style="margin:0px 0px 0px 0.8ex;border-left:1px solid '
+            f'rgb(204,204,204);padding-left:1ex"><div dir="ltr">{_lines(quoted, "<div>{}</div>")}</div></blockquote>'
+            "</div>"
+        )
+    if style == "outlook":
+        p = '<p class="MsoNormal">{}<o:p></o:p></p>'
+        return (
+            '<html xmlns:o="urn:schemas-microsoft-com:office:office"><head><meta http-equiv="Content-Type" '
+            'content="text/html; charset=utf-8"><style><!-- p.MsoNormal, li.MsoNormal {margin:0cm; '
+            'font-size:11.0pt; font-family:"Calibri",sans-serif;} --></style></head><body lang="EN-GB">'
+            f'<div class="WordSection1">{_lines(own, p)}<p class="MsoNormal"><o:p>&nbsp;</o:p></p>'
+            '<div style="border:none;border-top:solid #E1E1E1 1.0pt;padding:3.0pt 0cm 0cm 0cm">'
+            '<p class="MsoNormal"><b>From:</b> Support Team &lt;support@example.com&gt; <br><b>Sent:</b> '
+            f"Monday, November 3, 2026 10:02 AM<br><b>To:</b> {html.escape(name)}<br><b>Subject:</b> Re: your "
+            f"request<o:p></o:p></p></div>{_lines(quoted, p)}</div></body></html>"
+        )
+    if style == "apple":
+        return (
+            '<html><head><meta http-equiv="content-type" content="text/html; charset=utf-8"></head><body '
+            f'style="overflow-wrap: break-word;">{_lines(own, "<div>{}</div>")}<div><br><blockquote type="cite">'
+            "<div>On 3 Nov 2026, at 10:02, Support &lt;support@example.com&gt; wrote:</div><br>"
+            f"<div><div>{_lines(quoted, '<div>{}</div>')}</div></div></blockquote></div><br></body></html>"
+        )
+    raise ValueError(f"style must be one of {STYLES}, not {style!r}")
+
+
+def html_mail_set(examples: Sequence, seed: int = 7) -> list[tuple[str | None, str]]:
+    """(subject, HTML body) per labelled example (`.subject`, `.body`, `.label`): its body replying to another
+    example's body of another label, the styles in turn."""
+    rng = random.Random(seed)
+    out = []
+    for k, e in enumerate(examples):
+        other = rng.choice([x for x in examples if x.label != e.label])
+        out.append((e.subject, as_html_mail(e.body or "", other.body or "", STYLES[k % len(STYLES)])))
+    return out
