@@ -72,7 +72,7 @@ from inference.store.source_keys import (
     sqlite_values,
     surrogate_key,
 )
-from inference.store.source_time import to_instant, unix_spans
+from inference.store.source_time import UNIX_TIME, in_unix_spans, to_instant
 from inference.textprep import content_hash, has_text
 from inference.window import UTC, Window
 
@@ -114,6 +114,7 @@ _TEXT_KEY_TYPES = frozenset({"text", "character varying", "bpchar"})  # format_t
 _INT_KEY_BOUNDS = {"smallint": 2**15, "integer": 2**31, "bigint": 2**63}
 _INT_KEY = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 _STAMP_KINDS = {"timestamptz": "tz", "timestamp": "naive", "date": "date"}
+_UNIX_TYPES = frozenset({"int2", "int4", "int8", "numeric", "float4", "float8"})  # numbers read as Unix times
 
 
 class Source:
@@ -188,7 +189,9 @@ class Source:
         declared, base, category = self._types[name]
         if base in _STAMP_KINDS:
             return _STAMP_KINDS[base]
-        return {"S": "text", "N": "unix"}.get(category, f"unsupported:{declared}")
+        if base in _UNIX_TYPES:
+            return "unix"
+        return "text" if category == "S" else f"unsupported:{declared}"
 
     def check(self, conn: sa.Connection | None = None) -> None:
         """Refuses, before anything is written, a source that cannot be read by instant and by key (ConfigError
@@ -279,8 +282,8 @@ class Source:
             env_name = "TICKETS_COL_CREATED_AT" if column == self.cols.created_at else "TICKETS_COL_UPDATED_AT"
             raise ConfigError(
                 f"{env_name}: a value of column {column} of {self.where} is not a readable timestamp "
-                "(ISO-8601 YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][+HH:MM|Z], or a number: a Unix time between 1980 and "
-                "2200 in seconds, milliseconds, microseconds or nanoseconds): fix it, or point "
+                f"(ISO-8601 YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][+HH:MM|Z], or a number: {UNIX_TIME}): "
+                "fix it, or point "
                 f"{env_name} at a view column that converts it"
             ) from None
 
@@ -288,13 +291,10 @@ class Source:
         parts = []
         for name in (self.cols.created_at, self.cols.updated_at):
             col, kind = self.table.c[name], self.stamps[name]
-            # Unix times, a range per unit (PostgreSQL: a number column; SQLite: numbers sort before any text)
-            unix = [sa.and_(col >= lo, col < hi) for lo, hi in unix_spans(window.start, window.end)]
-            if kind == "unix":
-                parts.extend(unix)
-                continue
-            if kind == "text" and not self.is_pg:
-                parts.extend(unix)
+            if kind == "unix" or (kind == "text" and not self.is_pg):  # SQLite: text or numbers
+                parts.append(in_unix_spans(col, window.start, window.end))
+                if kind == "unix":
+                    continue
             if kind == "tz":
                 lo, hi = window.start, window.end
             elif kind in ("naive", "date"):

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from inference.errors import ConfigError
 from inference.store.source_keys import id_problem
-from inference.store.source_time import UNIX_FROM, UNIX_UNTIL, is_utc, unix_spans
+from inference.store.source_time import UNIX_FROM, UNIX_TIME, UNIX_UNTIL, in_unix_spans, is_utc
 
 if TYPE_CHECKING:
     from inference.store.source import Source
@@ -43,15 +43,14 @@ def check(source: Source, conn: sa.Connection) -> None:
             bad = implausible_unix_stamps(source, conn, name)
             if bad:
                 raise ConfigError(
-                    f"{env_name}: {bad} value(s) of number column {name} of {source.where} are no Unix time between "
-                    f"{UNIX_FROM.year} and {UNIX_UNTIL.year} (in seconds, milliseconds, microseconds or nanoseconds, "
-                    "told apart by magnitude), so windows cannot select them by instant: fix those rows, or point "
-                    f"{env_name} at a timestamp column or a view column that converts them"
+                    f"{env_name}: {bad} value(s) of number column {name} of {source.where} are not {UNIX_TIME}, "
+                    f"so windows cannot select them by instant: fix those rows, or point {env_name} at a timestamp "
+                    "column or a view column that converts them"
                 )
         if kind == "text":
             bad = unreadable_text_stamps(source, conn, name)
             if bad:
-                numbers = "" if source.is_pg else ", or numbers, each a Unix time between 1980 and 2200"
+                numbers = "" if source.is_pg else f", or numbers, each {UNIX_TIME}"
                 raise ConfigError(
                     f"{env_name}: {bad} value(s) of column {name} of {source.where} are not ISO-8601 timestamps "
                     f"(YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][+HH:MM|Z], as text{numbers}), so windows cannot select them "
@@ -71,15 +70,10 @@ def database_zone(engine: sa.Engine) -> str:
         other.dispose()
 
 
-def _plausible_unix(col) -> sa.ColumnElement[bool]:
-    """A number that reads as a Unix time between UNIX_FROM and UNIX_UNTIL in one of its units."""
-    return sa.or_(*[sa.and_(col >= lo, col < hi) for lo, hi in unix_spans(UNIX_FROM, UNIX_UNTIL)])
-
-
 def implausible_unix_stamps(source: Source, conn: sa.Connection, name: str) -> int:
     """PostgreSQL, a number column: values that are no plausible Unix time (NaN and infinities included)."""
     col = source.table.c[name]
-    bad = sa.and_(col.is_not(None), sa.not_(_plausible_unix(col)))
+    bad = sa.and_(col.is_not(None), sa.not_(in_unix_spans(col, UNIX_FROM, UNIX_UNTIL)))
     return conn.scalar(sa.select(sa.func.count()).select_from(source.table).where(bad)) or 0
 
 
@@ -92,7 +86,7 @@ def unreadable_text_stamps(source: Source, conn: sa.Connection, name: str) -> in
         date = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
         shaped = sa.or_(col.op("GLOB")(date), col.op("GLOB")(date + "[ T][0-9][0-9]:[0-9][0-9]*"))
         text = sa.and_(sa.func.typeof(col) == "text", shaped, sa.func.julianday(col).is_not(None))
-        number = sa.and_(sa.func.typeof(col).in_(["integer", "real"]), _plausible_unix(col))
+        number = sa.and_(sa.func.typeof(col).in_(["integer", "real"]), in_unix_spans(col, UNIX_FROM, UNIX_UNTIL))
         bad = sa.and_(col.is_not(None), sa.not_(sa.or_(text, number)))
     return conn.scalar(sa.select(sa.func.count()).select_from(source.table).where(bad)) or 0
 

@@ -16,6 +16,8 @@ import zoneinfo
 from decimal import Decimal
 from typing import Any
 
+import sqlalchemy as sa
+
 from inference.window import UTC
 
 _ISO = re.compile(
@@ -64,7 +66,17 @@ def unix_spans(start: dt.datetime, end: dt.datetime) -> list[tuple[int, int]]:
     return [(_in_unit(start, u)[0], _in_unit(end, u)[1]) for u in UNIX_UNITS]
 
 
+def in_unix_spans(col: sa.ColumnElement, start: dt.datetime, end: dt.datetime) -> sa.ColumnElement[bool]:
+    """SQL: `col` is a number within `unix_spans(start, end)` (PostgreSQL: a number column; SQLite: numbers sort
+    before any text, so text values never match)."""
+    return sa.or_(*[sa.and_(col >= lo, col < hi) for lo, hi in unix_spans(start, end)])
+
+
 _PLAUSIBLE = unix_spans(UNIX_FROM, UNIX_UNTIL)
+UNIX_TIME = (  # for messages
+    f"a Unix time between {UNIX_FROM.year} and {UNIX_UNTIL.year} (in seconds, milliseconds, microseconds or "
+    "nanoseconds, told apart by magnitude)"
+)
 
 
 def from_unix(value: int | float | Decimal) -> dt.datetime:
@@ -77,7 +89,7 @@ def from_unix(value: int | float | Decimal) -> dt.datetime:
                 value * 10**6 // per_second if isinstance(value, int) else round(Decimal(value) * 10**6 / per_second)
             )
             return UNIX_EPOCH + dt.timedelta(microseconds=int(micros))
-    raise ValueError("a number that is no Unix time between 1980 and 2200 in seconds, ms, µs or ns")
+    raise ValueError(f"a number that is not {UNIX_TIME}")
 
 
 def to_instant(value: Any, zone: dt.tzinfo) -> dt.datetime | None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from inference.bench.html_mail import STYLES, as_html_mail
 from inference.htmltext import html_to_text, looks_like_html
 from inference.mailtext import ticket_text
-from inference.textprep import HTML_EXPANSION, model_input
+from inference.textprep import HTML_EXPANSION, has_text, model_input
 
 OWN = "Hi,\n\nI was charged twice for my plan this month & need a refund <today>.\nOrder #123"
 QUOTED = "Hello, your parcel was shipped.\n\nTracking: 1Z999AA10123456784"
@@ -66,6 +66,8 @@ def test_only_the_first_part_of_a_huge_html_body_is_read_and_the_cut_is_flagged(
     assert small == "The export fails again.\nThe export fails again." and not small_cut
 
 
-def test_html_that_shows_nothing_is_no_model_input():
+def test_html_that_shows_nothing_is_no_model_input_though_plan_counts_it_as_text():
+    # plan counts characters (in Python or in the database), the model step the text a reader sees
+    assert has_text(None, "<div><br></div><p>&nbsp;</p>")
     assert model_input(None, "<div><br></div><p>&nbsp;</p>", 100) == (None, False)
     assert model_input("Subject", "<div><br></div><p>&nbsp;</p>", 100) == ("Subject", False)

@@ -152,11 +152,3 @@ def test_invisible_characters_next_to_visible_text_are_kept():
 @given(st.one_of(st.none(), st.text()), st.one_of(st.none(), st.text()))
 def test_has_text_is_model_input_not_none(subject, body):
     assert has_text(subject, body) == (model_input(subject, body, 10_000)[0] is not None)
-
-
-def test_html_that_shows_nothing_has_text_but_no_model_input():
-    # plan counts characters (in Python or in the database), the model step the text a reader sees
-    assert has_text(None, "<p>&nbsp;</p><div><br></div>") and model_input(None, "<p>&nbsp;</p><br>", 100) == (
-        None,
-        False,
-    )
