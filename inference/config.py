@@ -25,6 +25,7 @@ from inference.settings_spec import (
     env_fields,
     values_from_env,
 )
+from inference.store.text_time import DATE_ORDERS
 
 DEFAULT_DB_FILE = Path(".data") / "tickets.db"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # use with fullmatch
@@ -85,12 +86,25 @@ class SourceColumns:
         kind=str,
         group="source",
     )
+    date_order: str | None = env(
+        "TICKETS_SOURCE_DATE_ORDER",
+        None,
+        "day or month first in text timestamps such as 05/11/2026 (`dmy` or `mdy`; none: only values whose "
+        "numbers tell are read, and a column holding others is refused at start)",
+        kind=str,
+        choices=DATE_ORDERS,
+        group="source",
+    )
 
     def __post_init__(self) -> None:
         if self.timezone is not None:
             _check_timezone(self.timezone)
+        if self.date_order is not None and self.date_order not in DATE_ORDERS:
+            raise ConfigError(
+                f"TICKETS_SOURCE_DATE_ORDER must be one of {', '.join(DATE_ORDERS)}, got {self.date_order!r}"
+            )
         for name, spec in env_fields(SourceColumns):
-            if name == "timezone":
+            if name in ("timezone", "date_order"):
                 continue
             value = getattr(self, name)
             if value is None and spec.default is None:

@@ -16,11 +16,14 @@ ties broken by the content hash, wherever the source is read (plan, infer, load)
 
 Timestamps. The window selects by instant: SQL narrows the rows with a margin (by instant for `timestamp with
 time zone`, by local time for `timestamp without time zone`, by text for ISO-8601 text, as SQLite stores
-them), then each row's created and updated instants are checked exactly in Python. Naive values are in
-TICKETS_SOURCE_TIMEZONE (default UTC; an ambiguous local time at a DST change is its first occurrence).
-Shapes that cannot be read by instant are refused by `check` before anything is written, naming the column
-and the fix: a column of another type, text that is not ISO-8601, numbers, and on PostgreSQL a `timestamp
-without time zone` column while the database's own time zone is not UTC and TICKETS_SOURCE_TIMEZONE is unset.
+them, by one range per unit for Unix times), then each row's created and updated instants are checked exactly
+in Python. A text column holding any value in another shape (RFC 2822, 30/11/2026, Nov 30, 2026: see
+inference.store.text_time) is not narrowed at all: every row is read and checked (`not_iso_count`). Naive
+values are in TICKETS_SOURCE_TIMEZONE (default UTC; an ambiguous local time at a DST change is its first
+occurrence). Shapes that cannot be read by instant are refused by `check` before anything is written, naming
+the column and the fix: a column of another type, text without exactly one reading, numbers that are no Unix
+time, and on PostgreSQL a `timestamp without time zone` column while the database's own time zone is not UTC
+and TICKETS_SOURCE_TIMEZONE is unset.
 
 Row versions. On a PostgreSQL table (plain or partitioned, its system columns readable), the model's read also
 notes each ticket's row versions: the system columns tableoid, ctid and xmin of every row of its key. A row
@@ -63,6 +66,7 @@ from inference.records import SourceTicket, SourceVersion, TicketInput
 from inference.store import source_sql as sql
 from inference.store.db import in_pages, page_size
 from inference.store.source_check import check as check_source
+from inference.store.source_check import not_iso_stamps
 from inference.store.source_keys import (
     MAX_ID_BYTES,
     PgType,
@@ -73,6 +77,7 @@ from inference.store.source_keys import (
     surrogate_key,
 )
 from inference.store.source_time import UNIX_TIME, in_unix_spans, to_instant
+from inference.store.text_time import TEXT_SHAPES
 from inference.textprep import content_hash, has_text
 from inference.window import UTC, Window
 
@@ -134,6 +139,7 @@ class Source:
         self.id_col = c[cols.ticket_id]
         self.key_col = sa.cast(self.id_col, sa.Text) if self.is_pg else self.id_col
         self.stamps = {name: self._stamp_kind(name) for name in (cols.created_at, cols.updated_at)}
+        self.not_iso: dict[str, int] = {}  # text column -> its values SQL cannot narrow by (`not_iso_count`)
         self.row_versions = self.is_pg and self._row_versions_readable(engine)
         self.hashes_in_db = self.is_pg and self._hashable(engine)
 
@@ -277,20 +283,38 @@ class Source:
 
     def _instant(self, value: Any, column: str) -> dt.datetime | None:
         try:
-            return to_instant(value, self.zone)
+            return to_instant(value, self.zone, self.cols.date_order)
         except (ValueError, OverflowError):
             env_name = "TICKETS_COL_CREATED_AT" if column == self.cols.created_at else "TICKETS_COL_UPDATED_AT"
             raise ConfigError(
                 f"{env_name}: a value of column {column} of {self.where} is not a readable timestamp "
-                f"(ISO-8601 YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][+HH:MM|Z], or a number: {UNIX_TIME}): "
-                "fix it, or point "
-                f"{env_name} at a view column that converts it"
+                f"({TEXT_SHAPES}, or a number: {UNIX_TIME}): fix it, or point {env_name} at a view column that "
+                "converts it"
             ) from None
 
-    def _window_filter(self, window: Window) -> sa.ColumnElement[bool]:
+    def _in_window(self, window: Window, created: Any, updated: Any) -> bool:
+        """Whether a row's created or updated instant is in [start, end)."""
+        instants = (self._instant(created, self.cols.created_at), self._instant(updated, self.cols.updated_at))
+        return any(t is not None and window.start <= t < window.end for t in instants)
+
+    def not_iso_count(self, conn: sa.Connection, name: str) -> int:
+        """Values of a text timestamp column SQL cannot narrow a window by: text other than plain ISO-8601
+        (SQLite: other than that or a plausible Unix time). Counted once per Source (a scan of the column)."""
+        if name not in self.not_iso:
+            self.not_iso[name] = not_iso_stamps(self, conn, name)
+        return self.not_iso[name]
+
+    def _window_filter(self, window: Window, conn: sa.Connection | None = None) -> sa.ColumnElement[bool]:
+        """SQL that keeps every row of the window and a margin around it (callers check each row's instants
+        exactly); no narrowing at all where a text column holds values that are not plain ISO-8601 (`conn`
+        counts them)."""
         parts = []
         for name in (self.cols.created_at, self.cols.updated_at):
             col, kind = self.table.c[name], self.stamps[name]
+            if kind == "text" and (conn is None or self.not_iso_count(conn, name)):
+                if conn is None:
+                    raise ValueError("a text timestamp column is narrowed only after counting its values")
+                return sa.true()  # read and checked row by row: no text range holds them
             if kind == "unix" or (kind == "text" and not self.is_pg):  # SQLite: text or numbers
                 parts.append(in_unix_spans(col, window.start, window.end))
                 if kind == "unix":
@@ -309,13 +333,14 @@ class Source:
             parts.append(sa.and_(col >= lo, col < hi))
         return sa.or_(*parts)
 
-    def _stream(self, conn: sa.Connection, stmt, params: dict | None = None) -> Iterator[sa.Row]:
-        """Rows a few at a time: about TEXT_BUDGET characters of subject and body per fetch."""
+    def _stream(self, conn: sa.Connection, stmt, params: dict | None = None, text: bool = True) -> Iterator[sa.Row]:
+        """Rows a few at a time: about TEXT_BUDGET characters of subject and body (columns 1 and 2, where `text`)
+        per fetch."""
         result = conn.execute(stmt, params or {}, execution_options={"stream_results": True})
         size = FIRST_FETCH
         try:
             while rows := result.fetchmany(size):
-                chars = sum(len(r[1] or "") + len(r[2] or "") for r in rows) if len(rows[0]) > 2 else 0
+                chars = sum(len(r[1] or "") + len(r[2] or "") for r in rows) if text and len(rows[0]) > 2 else 0
                 yield from rows
                 size = max(1, min(MAX_FETCH, TEXT_BUDGET // max(1, chars // len(rows))))
                 rows = None
@@ -325,10 +350,8 @@ class Source:
     def _window_rows(self, conn: sa.Connection, window: Window, stmt: sa.Select | None = None) -> Iterator[sa.Row]:
         """Rows created or updated in [start, end) by instant (duplicates too), unordered."""
         stmt = self._select() if stmt is None else stmt
-        for row in self._stream(conn, stmt.where(self._window_filter(window))):
-            created = self._instant(row[3], self.cols.created_at)
-            updated = self._instant(row[4], self.cols.updated_at)
-            if any(t is not None and window.start <= t < window.end for t in (created, updated)):
+        for row in self._stream(conn, stmt.where(self._window_filter(window, conn))):
+            if self._in_window(window, row[3], row[4]):
                 yield row
 
     def _plan_row(self, row) -> SourceRow:
@@ -351,7 +374,10 @@ class Source:
         collation), for the window's rows or for these keys: only IDs are sorted."""
         stmt = sa.select(self.key_col).order_by(self.id_col)
         if window is not None:
-            rows: Iterable = self._stream(conn, stmt.where(self._window_filter(window)))
+            c = self.table.c
+            stmt = stmt.add_columns(c[self.cols.created_at], c[self.cols.updated_at])
+            streamed = self._stream(conn, stmt.where(self._window_filter(window, conn)), text=False)
+            rows: Iterable = (r for r in streamed if self._in_window(window, r[1], r[2]))
         else:
             found = self._rows_for_keys(conn, keys or (), sa.select(self.key_col, self.id_col), text=False)
             rows = sorted(found, key=lambda r: sort_key(r[1]))

@@ -1,6 +1,7 @@
 """The start-of-run check of a source: refuses, before anything is written, timestamp columns that cannot be
 read by instant and IDs that cannot be looked up by their keys, with a ConfigError naming the column and the fix.
-Scans text and number timestamp columns once (SQLite: both)."""
+Scans text and number timestamp columns once (SQLite: both); a text column's values other than plain ISO-8601
+are read in Python (a second scan, of those values only)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sqlalchemy as sa
 from inference.errors import ConfigError
 from inference.store.source_keys import id_problem
 from inference.store.source_time import UNIX_FROM, UNIX_TIME, UNIX_UNTIL, in_unix_spans, is_utc
+from inference.store.text_time import TEXT_SHAPES, reading
 
 if TYPE_CHECKING:
     from inference.store.source import Source
@@ -47,15 +49,8 @@ def check(source: Source, conn: sa.Connection) -> None:
                     f"so windows cannot select them by instant: fix those rows, or point {env_name} at a timestamp "
                     "column or a view column that converts them"
                 )
-        if kind == "text":
-            bad = unreadable_text_stamps(source, conn, name)
-            if bad:
-                numbers = "" if source.is_pg else f", or numbers, each {UNIX_TIME}"
-                raise ConfigError(
-                    f"{env_name}: {bad} value(s) of column {name} of {source.where} are not ISO-8601 timestamps "
-                    f"(YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][+HH:MM|Z], as text{numbers}), so windows cannot select them "
-                    f"by instant: fix those rows, or point {env_name} at a view column that converts them"
-                )
+        if kind == "text" and source.not_iso_count(conn, name):
+            check_text_stamps(source, conn, name, env_name)
     check_keys(source, conn)
 
 
@@ -77,18 +72,71 @@ def implausible_unix_stamps(source: Source, conn: sa.Connection, name: str) -> i
     return conn.scalar(sa.select(sa.func.count()).select_from(source.table).where(bad)) or 0
 
 
-def unreadable_text_stamps(source: Source, conn: sa.Connection, name: str) -> int:
+_ISO_SHAPE = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d*)?)?)?\s*([Zz]|[+-]\d{2}(:?\d{2})?)?\s*$"
+
+
+def not_iso_stamps(source: Source, conn: sa.Connection, name: str) -> int:
+    """Values of a text timestamp column that a text range cannot select by instant: anything but ISO-8601 as
+    `_window_filter` narrows it (from its first character). SQLite: but also numbers that are plausible Unix
+    times (selected by their own ranges)."""
     col = source.table.c[name]
     if source.is_pg:
-        pattern = r"^\s*\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d*)?)?)?\s*([Zz]|[+-]\d{2}(:?\d{2})?)?\s*$"
-        bad = sa.and_(col.is_not(None), sa.not_(sa.cast(col, sa.Text).regexp_match(pattern)))
-    else:  # ISO-8601 text, or numbers (integer or real storage class) that are plausible Unix times
+        bad = sa.and_(col.is_not(None), sa.not_(sa.cast(col, sa.Text).regexp_match(_ISO_SHAPE)))
+    else:
         date = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
         shaped = sa.or_(col.op("GLOB")(date), col.op("GLOB")(date + "[ T][0-9][0-9]:[0-9][0-9]*"))
         text = sa.and_(sa.func.typeof(col) == "text", shaped, sa.func.julianday(col).is_not(None))
         number = sa.and_(sa.func.typeof(col).in_(["integer", "real"]), in_unix_spans(col, UNIX_FROM, UNIX_UNTIL))
         bad = sa.and_(col.is_not(None), sa.not_(sa.or_(text, number)))
     return conn.scalar(sa.select(sa.func.count()).select_from(source.table).where(bad)) or 0
+
+
+def check_text_stamps(source: Source, conn: sa.Connection, name: str, env_name: str) -> None:
+    """A text column with values other than plain ISO-8601: each is read (inference.store.text_time), and the
+    column is refused if any is unreadable, or if its numeric dates need a day-or-month order that is unset or
+    that they contradict. Counts only in the messages, never values."""
+    col = source.table.c[name]
+    stmt = sa.select(sa.cast(col, sa.Text) if source.is_pg else col).where(col.is_not(None))
+    order = source.cols.date_order
+    counts: dict[str, int] = {}
+    result = conn.execute(stmt, execution_options={"stream_results": True})
+    try:
+        while values := result.scalars().fetchmany(5000):
+            for value in values:
+                how = _reading(value, order)
+                counts[how] = counts.get(how, 0) + 1
+    finally:
+        result.close()
+    where = f"column {name} of {source.where}"
+    if counts.get("unreadable"):
+        numbers = "" if source.is_pg else f", or numbers, each {UNIX_TIME}"
+        orders = f" in the order TICKETS_SOURCE_DATE_ORDER={order}" if order else ""
+        raise ConfigError(
+            f"{env_name}: {counts['unreadable']} value(s) of {where} are not readable timestamps{orders} "
+            f"({TEXT_SHAPES}{numbers}), so windows cannot select them by instant: fix those rows, or point "
+            f"{env_name} at a view column that converts them"
+        )
+    dmy, mdy, either = counts.get("dmy", 0), counts.get("mdy", 0), counts.get("either", 0)
+    if dmy and mdy:
+        raise ConfigError(
+            f"{env_name}: {where} holds dates that read only day-first ({dmy}) and dates that read only "
+            f"month-first ({mdy}), so some of them are misread whatever the order: fix those rows, or point "
+            f"{env_name} at a view column that converts them"
+        )
+    if either:
+        fits = (
+            " (the column's other values read dmy only)" if dmy else " (its other values read mdy only)" if mdy else ""
+        )
+        raise ConfigError(
+            f"{env_name}: {either} value(s) of {where} are numeric dates such as 05/11/2026 that read day-first "
+            f"or month-first: set TICKETS_SOURCE_DATE_ORDER to dmy or mdy{fits}"
+        )
+
+
+def _reading(value: object, order: str | None) -> str:
+    if isinstance(value, str):
+        return reading(value, order)
+    return "unreadable"  # SQLite: a blob, or a number that is no plausible Unix time
 
 
 def check_keys(source: Source, conn: sa.Connection) -> None:

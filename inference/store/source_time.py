@@ -1,5 +1,6 @@
-"""Source timestamps as instants: ISO-8601 text as SQLite and other applications write it, naive values in a
-configured zone, Unix times (numbers), and whether a database's zone name means UTC.
+"""Source timestamps as instants: ISO-8601 text as SQLite and other applications write it (other text shapes:
+inference.store.text_time), naive values in a configured zone, Unix times (numbers), and whether a database's
+zone name means UTC.
 
 Unix times are numbers of seconds, milliseconds, microseconds or nanoseconds since 1970-01-01 UTC, told apart
 by magnitude: each unit's plausible span (`UNIX_FROM` to `UNIX_UNTIL`, 1980 to 2200) lies orders of magnitude
@@ -18,6 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from inference.store.text_time import parse_text_time
 from inference.window import UTC
 
 _ISO = re.compile(
@@ -92,15 +94,19 @@ def from_unix(value: int | float | Decimal) -> dt.datetime:
     raise ValueError(f"a number that is not {UNIX_TIME}")
 
 
-def to_instant(value: Any, zone: dt.tzinfo) -> dt.datetime | None:
-    """A source timestamp as an aware UTC datetime; naive values are in `zone`, numbers are Unix times (UTC).
+def to_instant(value: Any, zone: dt.tzinfo, order: str | None = None) -> dt.datetime | None:
+    """A source timestamp as an aware UTC datetime; naive values are in `zone`, numbers are Unix times (UTC),
+    text is ISO-8601 or another shape of inference.store.text_time (`order`: its date order, dmy or mdy).
     ValueError if unreadable."""
     if value is None:
         return None
     if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
         return from_unix(value)
     if isinstance(value, str):
-        value = parse_iso(value)
+        try:
+            value = parse_iso(value)
+        except ValueError:
+            value = parse_text_time(value, order)
     elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         value = dt.datetime.combine(value, dt.time())
     elif not isinstance(value, dt.datetime):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import decimal
+import email.utils
 import re
 import threading
 import zoneinfo
@@ -323,6 +324,53 @@ def test_aware_timestamps_with_offsets_are_selected_by_instant(db_engine, shapes
     assert _three_nights(db_engine, settings, "aware") == {str(k): {WINDOW_OF[k]} for k in STAMPS}
 
 
+def _rfc2822(instant: dt.datetime, hours: float) -> str:
+    """As mail writes it, in a zone `hours` from UTC; a fraction of a second is cut (RFC 2822 has none)."""
+    local = instant.astimezone(dt.timezone(dt.timedelta(hours=hours)))
+    return email.utils.format_datetime(local.replace(microsecond=0))
+
+
+def _twelve_hour(local: dt.datetime) -> str:
+    return f"{local.hour % 12 or 12}:{local:%M:%S}.{local.microsecond:06d} {'PM' if local.hour >= 12 else 'AM'}"
+
+
+# shape -> (TICKETS_SOURCE_DATE_ORDER, instant -> the text another application wrote for it)
+OTHER_TEXT = {
+    "RFC 2822": (None, lambda t, k: _rfc2822(t, (5, -2, 0, 0, 5.5, 0, 14, -5)[k - 1])),
+    "day first": ("dmy", lambda t, k: f"{t:%d/%m/%Y %H:%M:%S}.{t.microsecond:06d}"),  # naive UTC
+    "month first, 12-hour": ("mdy", lambda t, k: f"{t:%m/%d/%Y} {_twelve_hour(t)} +00:00"),
+    "dotted": (None, lambda t, k: f"{t:%d.%m.%Y %H:%M:%S}.{t.microsecond:06d}Z"),  # day-first, no setting
+    "month names": (None, lambda t, k: f"{t:%a, %b} {t.day}, {t:%Y} at {_twelve_hour(t)} UTC"),
+    # after a migration: ISO and RFC 2822 in one column, and ISO with a leading space (no text range holds it)
+    "mixed": (
+        None,
+        lambda t, k: (
+            _rfc2822(t, -5) if k % 3 == 0 else f" {t.isoformat()}" if k % 3 == 1 else f"{t:%Y-%m-%d %H:%M:%S.%f}Z"
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", list(OTHER_TEXT))
+def test_text_timestamps_in_other_shapes_are_selected_by_instant(db_engine, shapes, shape):
+    # what help desks, mail systems and spreadsheets export: each value read alone, the column scanned whole
+    order, write = OTHER_TEXT[shape]
+    shapes.tickets_table(ts="TEXT")
+    values = {k: write(t, k) for k, (t, _) in STAMPS.items()}
+    shapes.insert("src", [ticket(k, *text(k), v) for k, v in values.items()])
+    settings = s.settings(db_engine, columns={"date_order": order})
+
+    seen = _three_nights(db_engine, settings, "other")
+
+    assert seen == {str(k): {WINDOW_OF[k]} for k in STAMPS}  # each ticket once, by the night of its instant
+    seconds_only = shape == "RFC 2822" or (shape == "mixed")
+    expected = {
+        str(k): t.replace(microsecond=0) if seconds_only and (shape != "mixed" or k % 3 == 0) else t
+        for k, (t, _) in STAMPS.items()
+    }
+    assert {k: r.source_updated_at for k, r in s.results(db_engine).items()} == expected
+
+
 BERLIN = "Europe/Berlin"
 # naive local times in Berlin around the DST changes of 2026 (back on Oct 25 at 01:00 UTC, forward on Mar 29
 # at 01:00 UTC) -> the UTC day of the nightly window each instant falls in
@@ -456,7 +504,16 @@ def test_unix_times_in_any_unit_are_selected_by_instant(db_engine, shapes, colum
     assert stored == expected
 
 
-@pytest.mark.parametrize("shape", ["garbage", "digits as text", "not a Unix time", "wrong type"])
+UNREADABLE_TEXT = {  # shape -> (TICKETS_SOURCE_DATE_ORDER, the value)
+    "garbage": (None, "soon"),
+    "two-digit year": (None, "30/11/26 05:00"),
+    "a zone of many meanings": (None, "2026-11-30 05:00 IST"),
+    "digits as text": (None, "1764468000"),
+    "against the date order": ("mdy", "30/11/2026 05:00"),
+}
+
+
+@pytest.mark.parametrize("shape", [*UNREADABLE_TEXT, "not a Unix time", "wrong type"])
 def test_unreadable_timestamps_are_refused_at_start_naming_the_column(db_engine, shapes, shape):
     if shape in ("not a Unix time", "wrong type"):  # a counter in a number column; a boolean (SQLite: 0 or 1)
         column = "BOOLEAN" if shape == "wrong type" else "BIGINT"
@@ -465,11 +522,11 @@ def test_unreadable_timestamps_are_refused_at_start_naming_the_column(db_engine,
         )
         value = True if shape == "wrong type" else 42
         shapes.insert("src", [dict(ticket_id=1, subject="a", body="b", created_at=AT, updated_at=value)])
-    else:  # text that is no ISO-8601 timestamp, a Unix time as text included
+    else:  # text that is no readable timestamp, a Unix time as text included
         shapes.tickets_table(ts="TEXT")
-        value = "1764468000" if shape == "digits as text" else "30/11/2026 05:00"
+        order, value = UNREADABLE_TEXT[shape]
         shapes.insert("src", [*rows([1, 2]), dict(ticket_id=3, subject="a", body="b", created_at=AT, updated_at=value)])
-    settings = s.settings(db_engine)
+    settings = s.settings(db_engine, columns={"date_order": order} if shape in UNREADABLE_TEXT else None)
 
     with pytest.raises(ConfigError) as refused:
         plan_run(settings, "run-1", W)
@@ -480,6 +537,31 @@ def test_unreadable_timestamps_are_refused_at_start_naming_the_column(db_engine,
     if shape == "not a Unix time":
         assert "Unix time between 1980 and 2200" in message
     assert s.run_rows(db_engine) == 0  # nothing written
+
+
+@pytest.mark.parametrize("case", ["either order", "both orders"])
+def test_numeric_dates_that_need_a_date_order_are_refused_until_it_is_set(db_engine, shapes, case):
+    # 05/11/2026 is the 5th of November or the 11th of May: a column of such dates is read only with the
+    # order set; a column whose dates contradict each other (30/11 and 11/30) is misread in either order
+    shapes.tickets_table(ts="TEXT")
+    values = ["30/11/2026 05:00", "05/11/2026 05:00"] if case == "either order" else ["30/11/2026", "11/30/2026"]
+    shapes.insert("src", [ticket(k, *text(k), v) for k, v in enumerate(values, start=1)])
+
+    with pytest.raises(ConfigError) as refused:
+        plan_run(s.settings(db_engine), "run-1", W)
+
+    message = str(refused.value)
+    assert "TICKETS_COL_CREATED_AT" in message and "column created_at of src" in message
+    assert "30/11" not in message and "11/30" not in message  # counts, never values
+    if case == "either order":
+        assert "1 value(s)" in message and "TICKETS_SOURCE_DATE_ORDER to dmy or mdy" in message
+        assert "read dmy only" in message  # what the column's other values tell
+        assert s.run_rows(db_engine) == 0
+        summary = s.run(s.settings(db_engine, columns={"date_order": "dmy"}), "run-2", W)
+        assert summary["status"] == "succeeded" and set(s.items(db_engine, "run-2")) == {"1"}  # 5 Nov: not in W
+    else:
+        assert "day-first (1)" in message and "month-first (1)" in message
+        assert s.run_rows(db_engine) == 0
 
 
 # --- updated_at going backwards --------------------------------------------------------------------------------

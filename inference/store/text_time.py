@@ -1,0 +1,186 @@
+"""Source timestamps written as text in the shapes help desks, mail systems and spreadsheets export, beyond
+ISO-8601: RFC 2822 ("Mon, 30 Nov 2026 05:00:00 +0000"), numeric dates with slashes, dots or dashes
+("30/11/2026 17:05", "11/30/2026 5:05 PM", "30.11.2026 17:05", "2026/11/30 17:05:00") and English month
+names ("Nov 30, 2026 5:05 PM", "30-Nov-2026 17:05:00", "30 November 2026").
+
+Strict on purpose: a value is read only when it has exactly one reading. The year has four digits (two-digit
+years are refused: which century?), the time is optional (midnight), seconds and a fraction are optional,
+AM/PM only with hours 1 to 12, and the zone, if any, is an offset (+0100, +01:00, -05), Z, UTC, GMT, UT or
+one of the North American zones RFC 2822 itself defines (EST, EDT, CST, CDT, MST, MDT, PST, PDT); other zone
+abbreviations mean different offsets in different countries (IST, CST in China) and are refused. A value
+without a zone is a local time in TICKETS_SOURCE_TIMEZONE (default UTC), as for every other naive timestamp.
+
+Day or month first. A numeric date with the year last ("05/11/2026") reads day-first or month-first. Where
+one number is above 12 the value itself tells ("30/11/2026" is day-first); otherwise the column's order is
+needed: TICKETS_SOURCE_DATE_ORDER=dmy or mdy. Dotted dates ("05.11.2026") are day-first, as everywhere that
+writes them. A column whose values contradict each other (some only day-first, some only month-first) is
+refused at start, as is a column with values that could be either while the order is unset.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+DATE_ORDERS = ("dmy", "mdy")  # TICKETS_SOURCE_DATE_ORDER
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("jan", "january"),
+            ("feb", "february"),
+            ("mar", "march"),
+            ("apr", "april"),
+            ("may",),
+            ("jun", "june"),
+            ("jul", "july"),
+            ("aug", "august"),
+            ("sep", "sept", "september"),
+            ("oct", "october"),
+            ("nov", "november"),
+            ("dec", "december"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_NAMED_ZONES = {  # hours from UTC: the zones RFC 2822 defines, and the names of UTC itself
+    "z": 0,
+    "ut": 0,
+    "utc": 0,
+    "gmt": 0,
+    "est": -5,
+    "edt": -4,
+    "cst": -6,
+    "cdt": -5,
+    "mst": -7,
+    "mdt": -6,
+    "pst": -8,
+    "pdt": -7,
+}
+_WEEKDAY = r"(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)(?:day|nesday|sday|urday)?\.?,?\s*"
+_MONTH = r"[a-z]{3,9}"
+_ORDINAL = r"(?:st|nd|rd|th)?"
+_DATE = (
+    r"(?:(?P<ymd_y>\d{4})(?P<ymd_s>[-/.])(?P<ymd_m>\d{1,2})(?P=ymd_s)(?P<ymd_d>\d{1,2})"  # 2026-11-30, 2026/11/30
+    r"|(?P<num_a>\d{1,2})(?P<num_s>[-/.])(?P<num_b>\d{1,2})(?P=num_s)(?P<num_y>\d{4})"  # 30/11/2026, 11/30/2026
+    rf"|(?P<dmon_d>\d{{1,2}}){_ORDINAL}[\s-]+(?P<dmon_m>{_MONTH})\.?,?[\s-]+(?P<dmon_y>\d{{4}})"  # 30 Nov 2026
+    rf"|(?P<mon_m>{_MONTH})\.?[\s-]+(?P<mon_d>\d{{1,2}}){_ORDINAL},?[\s-]+(?P<mon_y>\d{{4}}))"  # Nov 30, 2026
+)
+_TIME = (
+    r"(?:(?:\s*[T,]\s*|\s+(?:at\s+)?)(?P<hour>\d{1,2}):(?P<minute>\d{2})"
+    r"(?::(?P<second>\d{2})(?:[.,](?P<fraction>\d{1,9}))?)?"
+    r"(?:\s*(?P<half>[ap])\.?m\.?)?)?"
+)
+_ZONE = (
+    r"(?:\s*(?:(?P<sign>[+-])(?P<zh>\d{2}):?(?P<zm>\d{2})?"
+    r"|(?P<name>z|ut|utc|gmt|est|edt|cst|cdt|mst|mdt|pst|pdt)"
+    r"(?:\s*(?P<nsign>[+-])(?P<nzh>\d{1,2})(?::?(?P<nzm>\d{2}))?)?)"
+    r"(?:\s*\([a-z ]{1,40}\))?)?"  # a comment after the zone, as mail writes it: "+0000 (UTC)"
+)
+_TEXT_TIME = re.compile(rf"\s*(?:{_WEEKDAY})?{_DATE}{_TIME}{_ZONE}\s*", re.IGNORECASE)
+
+
+def _year_last(m: re.Match) -> tuple[int, int, int] | None:
+    """A numeric date with the year last and slashes or dashes: its two numbers and the year; else None."""
+    if m["num_y"] is None or m["num_s"] == ".":
+        return None
+    return int(m["num_a"]), int(m["num_b"]), int(m["num_y"])
+
+
+def _orders(a: int, b: int) -> tuple[str, ...]:
+    """The date orders in which the numbers a/b are a day and a month."""
+    return tuple(order for order, (day, month) in (("dmy", (a, b)), ("mdy", (b, a))) if 1 <= month <= 12 and day >= 1)
+
+
+def parse_text_time(text: str, order: str | None = None) -> dt.datetime:
+    """The datetime a text timestamp means (naive unless it carries a zone). `order`: dmy or mdy, for numeric
+    dates with the year last that the text alone cannot tell. ValueError for anything without one reading."""
+    m = _TEXT_TIME.fullmatch(text)
+    if not m:
+        raise ValueError("not a readable timestamp")
+    return _parse(m, order)
+
+
+def reading(text: str, order: str | None = None) -> str:
+    """How a column's value reads, for the start-of-run check: "unreadable"; "dmy" or "mdy" (a numeric date
+    that reads only in that order, the order unset); "either" (it reads in both: the order must be set); or
+    "read" (any other readable value)."""
+    m = _TEXT_TIME.fullmatch(text)
+    numbers = _year_last(m) if m else None
+    wanted = order
+    if numbers is not None and order is None:
+        orders = _orders(numbers[0], numbers[1])
+        if len(orders) == 2:
+            return "either"
+        wanted = orders[0] if orders else None
+    try:
+        if m is None:
+            raise ValueError
+        _parse(m, wanted)
+    except (ValueError, OverflowError):
+        return "unreadable"
+    return wanted if numbers is not None and order is None else "read"
+
+
+def _parse(m: re.Match, order: str | None) -> dt.datetime:
+    year, month, day = _date(m, order)
+    hour, minute, second, micro = _clock(m)
+    return dt.datetime(year, month, day, hour, minute, second, micro, tzinfo=_zone(m))
+
+
+def _date(m: re.Match, order: str | None) -> tuple[int, int, int]:
+    if m["ymd_y"] is not None:
+        return int(m["ymd_y"]), int(m["ymd_m"]), int(m["ymd_d"])
+    if m["num_y"] is not None:
+        a, b, year = int(m["num_a"]), int(m["num_b"]), int(m["num_y"])
+        if m["num_s"] == ".":  # day-first
+            return year, b, a
+        orders = _orders(a, b)
+        if order is not None:
+            orders = (order,) if order in orders else ()
+        if len(orders) != 1:
+            raise ValueError("day-first or month-first: the date order is needed" if orders else "not a date")
+        return (year, b, a) if orders[0] == "dmy" else (year, a, b)
+    name, day, year = (m["dmon_m"], m["dmon_d"], m["dmon_y"]) if m["dmon_m"] else (m["mon_m"], m["mon_d"], m["mon_y"])
+    month = _MONTHS.get(name.lower())
+    if month is None:
+        raise ValueError("not a month name")
+    return int(year), month, int(day)
+
+
+def _clock(m: re.Match) -> tuple[int, int, int, int]:
+    if m["hour"] is None:
+        return 0, 0, 0, 0
+    hour, minute, second = int(m["hour"]), int(m["minute"]), int(m["second"] or 0)
+    if m["half"]:
+        if not 1 <= hour <= 12:
+            raise ValueError("AM/PM with an hour outside 1-12")
+        hour = hour % 12 + (12 if m["half"].lower() == "p" else 0)
+    micro = int((m["fraction"] or "0")[:6].ljust(6, "0"))
+    return hour, minute, second, micro
+
+
+def _zone(m: re.Match) -> dt.tzinfo | None:
+    if m["sign"]:
+        hours, minutes, sign = int(m["zh"]), int(m["zm"] or 0), m["sign"]
+    elif m["name"]:
+        base = _NAMED_ZONES[m["name"].lower()]
+        if not m["nsign"]:
+            return dt.timezone(dt.timedelta(hours=base))
+        if base != 0 or m["name"].lower() in ("z",):  # "UTC+1", "GMT-05:00"; never "EST+1"
+            raise ValueError("an offset after a named zone other than UTC")
+        hours, minutes, sign = int(m["nzh"]), int(m["nzm"] or 0), m["nsign"]
+    else:
+        return None
+    if hours > 14 or minutes > 59:
+        raise ValueError("an offset beyond 14 hours")
+    offset = dt.timedelta(hours=hours, minutes=minutes)
+    return dt.timezone(-offset if sign == "-" else offset)
+
+
+TEXT_SHAPES = (  # for messages
+    "ISO-8601 text, RFC 2822 text, a numeric date with slashes, dots or dashes and a four-digit year, or an "
+    "English month name, each with an optional time and zone"
+)

@@ -1,0 +1,112 @@
+"""Text timestamps beyond ISO-8601 (inference.store.text_time): each shape read to the instant it means, and
+every value without exactly one reading refused."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from inference.store.source_time import to_instant
+from inference.store.text_time import parse_text_time, reading
+
+UTC = dt.UTC
+
+
+def at(*fields, offset: float | None = None) -> dt.datetime:
+    tz = None if offset is None else dt.timezone(dt.timedelta(hours=offset))
+    return dt.datetime(*fields, tzinfo=tz)
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        # RFC 2822, as mail headers and many help desks' exports write it
+        ("Mon, 30 Nov 2026 05:00:00 +0000", at(2026, 11, 30, 5, offset=0)),
+        ("Mon, 30 Nov 2026 05:00:00 +0000 (UTC)", at(2026, 11, 30, 5, offset=0)),
+        ("30 Nov 2026 05:00:00 GMT", at(2026, 11, 30, 5, offset=0)),
+        ("Tue, 1 Dec 2026 00:15:00 -0500", at(2026, 12, 1, 0, 15, offset=-5)),
+        ("Tue, 01 Dec 2026 00:15 EST", at(2026, 12, 1, 0, 15, offset=-5)),
+        ("Tue, 01 Dec 2026 00:15:00 PDT", at(2026, 12, 1, 0, 15, offset=-7)),
+        # numeric dates: the year first, or last with the order told by a number above 12, dots day-first
+        ("2026/11/30 17:05:00", at(2026, 11, 30, 17, 5)),
+        ("2026.11.30", at(2026, 11, 30)),
+        ("30/11/2026 17:05", at(2026, 11, 30, 17, 5)),
+        ("11/30/2026 5:05 PM", at(2026, 11, 30, 17, 5)),
+        ("11-30-2026 12:00 AM", at(2026, 11, 30, 0, 0)),
+        ("30.11.2026 17:05:06,25", at(2026, 11, 30, 17, 5, 6, 250000)),
+        ("05.11.2026", at(2026, 11, 5)),  # dotted: day-first without a setting
+        # English month names, with or without weekday, ordinal, comma and "at"
+        ("Nov 30, 2026 5:05 PM", at(2026, 11, 30, 17, 5)),
+        ("30-Nov-2026 17:05:00", at(2026, 11, 30, 17, 5)),
+        ("30 November 2026", at(2026, 11, 30)),
+        ("November 30th, 2026 at 12:00 am", at(2026, 11, 30, 0, 0)),
+        ("Monday, November 30, 2026 5:05:06 p.m. EST", at(2026, 11, 30, 17, 5, 6, offset=-5)),
+        ("Sept. 3, 2026", at(2026, 9, 3)),
+        # ISO-8601 beyond what a text range can narrow: zone names, commas, spaces around it
+        ("2026-11-30 05:00:00 UTC", at(2026, 11, 30, 5, offset=0)),
+        ("2026-11-30T05:00:00,5Z", at(2026, 11, 30, 5, 0, 0, 500000, offset=0)),
+        ("2026-11-30 05:00 UTC+5:30", at(2026, 11, 30, 5, offset=5.5)),
+        ("  2026-11-30 05:00:00  ", at(2026, 11, 30, 5)),
+        ("2026-11-30 05:00:00.123456789+01:00", at(2026, 11, 30, 5, 0, 0, 123456, offset=1)),
+    ],
+)
+def test_each_shape_reads_to_what_it_means(text, expected):
+    assert parse_text_time(text) == expected
+    assert reading(text) in ("read", "dmy", "mdy")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "soon",
+        "1764468000",  # a Unix time as text: which unit? refused, as text
+        "30/11/26 05:00",  # two-digit year: which century?
+        "5:00 PM",  # no date
+        "2026-02-30",  # no such day
+        "Nov 31, 2026",
+        "13/13/2026",
+        "30 Foo 2026",  # no month name
+        "2026-11-30 13:00 PM",  # PM with a 24-hour clock
+        "2026-11-30 00:30 AM",
+        "2026-11-30 05:00 CET",  # zone abbreviations other than RFC 2822's mean different offsets
+        "2026-11-30 05:00 IST",
+        "2026-11-30 05:00 +1500",  # beyond any zone
+        "2026-11-30 05:00 EST+1",
+        "2026-11-30 25:00",
+        "2026-11-30 05:61",
+    ],
+)
+def test_values_without_one_reading_are_refused(text):
+    with pytest.raises(ValueError):
+        parse_text_time(text)
+    assert reading(text) == "unreadable"
+    assert reading(text, "dmy") == "unreadable"
+
+
+def test_numeric_dates_that_read_both_ways_need_the_date_order():
+    with pytest.raises(ValueError, match="date order"):
+        parse_text_time("05/11/2026 10:00")
+    assert reading("05/11/2026 10:00") == "either"
+    assert parse_text_time("05/11/2026 10:00", "dmy") == at(2026, 11, 5, 10)
+    assert parse_text_time("05/11/2026 10:00", "mdy") == at(2026, 5, 11, 10)
+    assert reading("05/11/2026", "mdy") == "read"
+
+
+def test_the_date_order_reads_each_value_and_refuses_what_contradicts_it():
+    assert reading("30/11/2026") == "dmy" and reading("11/30/2026") == "mdy"
+    assert reading("30/11/2026", "mdy") == "unreadable"
+    with pytest.raises(ValueError):
+        parse_text_time("30/11/2026", "mdy")
+    assert parse_text_time("30.11.2026", "mdy") == at(2026, 11, 30)  # dotted dates are day-first always
+    assert reading("30.11.2026", "mdy") == "read"
+
+
+def test_to_instant_reads_other_shapes_in_the_sources_zone_and_order():
+    berlin = dt.timezone(dt.timedelta(hours=1))  # CET in November
+    assert to_instant("05/11/2026 10:00", berlin, "dmy") == at(2026, 11, 5, 9, offset=0)
+    assert to_instant("Mon, 30 Nov 2026 05:00:00 -0500", berlin) == at(2026, 11, 30, 10, offset=0)
+    assert to_instant("2026-11-30 05:00:00", berlin) == at(2026, 11, 30, 4, offset=0)  # ISO: as before
+    with pytest.raises(ValueError):
+        to_instant("05/11/2026 10:00", UTC)
