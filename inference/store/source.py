@@ -11,6 +11,9 @@ Keys. Our tables store a ticket ID as text, its *key*, of at most MAX_ID_BYTES b
 - A row whose ID is NULL, or whose key is longer than MAX_ID_BYTES or not valid UTF-8, cannot be stored: it
   gets a surrogate key (`!unsupported-id:...`) and plan records that ticket failed (`unsupported_id`).
 
+Text. Subject and body are read as text: on SQLite every value whatever its storage class (`CAST(.. AS TEXT)`:
+a blob's bytes, a number's digits); on PostgreSQL only string types and xml (`check` refuses others).
+
 Duplicates. Several rows with one key (a view over a join, a replica, an import): the newest version wins,
 ties broken by the content hash, wherever the source is read (plan, infer, load), so all agree.
 
@@ -219,6 +222,8 @@ class Source:
         computed by the database (only where `hashes_in_db`)."""
         c, cols = self.table.c, self.cols
         subject, body = c[cols.subject], c[cols.body]
+        if not self.is_pg:  # SQLite: a value of any storage class (a blob, a number) as the text it holds
+            subject, body = sa.cast(subject, sa.Text), sa.cast(body, sa.Text)
         stmt = sa.select(self.key_col, subject, body, c[cols.created_at], c[cols.updated_at])
         if row_version:
             stmt = stmt.add_columns(sa.literal_column(_ROW_VERSION))

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 def check(source: Source, conn: sa.Connection) -> None:
     """Refuses, before anything is written, a source that cannot be read by instant and by key (ConfigError
     naming the column and the fix). Scans text timestamp columns once (SQLite: both)."""
+    check_text_columns(source)
     for name, env_name in (
         (source.cols.created_at, "TICKETS_COL_CREATED_AT"),
         (source.cols.updated_at, "TICKETS_COL_UPDATED_AT"),
@@ -52,6 +53,24 @@ def check(source: Source, conn: sa.Connection) -> None:
         if kind == "text" and source.not_iso_count(conn, name):
             check_text_stamps(source, conn, name, env_name)
     check_keys(source, conn)
+
+
+TEXT_TYPES = {"xml"}  # besides the string category (text, varchar, char, citext and domains over them)
+
+
+def check_text_columns(source: Source) -> None:
+    """PostgreSQL: subject and body must be text; another type (json, bytea, an array, a number) is refused
+    with the fix, a view column that says which text it holds. SQLite reads any value as text (`_select`)."""
+    if not source.is_pg:
+        return
+    for name, env_name in ((source.cols.subject, "TICKETS_COL_SUBJECT"), (source.cols.body, "TICKETS_COL_BODY")):
+        declared, base, category = source._types[name]
+        if category != "S" and base not in TEXT_TYPES:
+            raise ConfigError(
+                f"{env_name}: column {name} of {source.where} is of type {declared}, not text: point {env_name} "
+                f"at a view column that holds its text (for example {name}->>'text' AS {name} for JSON, "
+                f"convert_from({name}, 'UTF8') AS {name} for bytea, CAST({name} AS text) AS {name} otherwise)"
+            )
 
 
 def database_zone(engine: sa.Engine) -> str:

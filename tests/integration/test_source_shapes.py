@@ -564,6 +564,49 @@ def test_numeric_dates_that_need_a_date_order_are_refused_until_it_is_set(db_eng
         assert s.run_rows(db_engine) == 0
 
 
+def test_text_stored_in_other_shapes_is_read_as_text_or_refused_with_a_fix_that_works(db_engine, shapes):
+    # SQLite holds what it is given whatever the declared type: a blob of UTF-8, a number; PostgreSQL columns
+    # of other types (JSON, bytea, arrays, numbers) are refused at start, naming the column and a view that works
+    if not shapes.pg:
+        shapes.table("src", f"ticket_id INTEGER, subject, body BLOB, created_at {shapes.ts()}, updated_at TEXT")
+        shapes.sql(
+            f"INSERT INTO src VALUES (1, 'Card', X'{b'Where is my card?'.hex()}', '{AT.isoformat()}', NULL)",
+            f"INSERT INTO src VALUES (2, 12345, 67.5, '{AT.isoformat()}', NULL)",
+            f"INSERT INTO src VALUES (3, 'Login', X'{'Passwort vergessen: Grüße'.encode().hex()}', '{AT.isoformat()}', NULL)",
+        )
+        summary = s.run(s.settings(db_engine), "run-1", W)
+        assert summary["status"] == "succeeded" and final_states(db_engine, "run-1") == {"succeeded": 3}
+        stored = s.results(db_engine)
+        assert stored["1"].content_hash == s.digest("Card", "Where is my card?")
+        assert stored["2"].content_hash == s.digest("12345", "67.5")
+        assert stored["3"].content_hash == s.digest("Login", "Passwort vergessen: Grüße")
+        return
+    shapes.table("raw", "ticket_id BIGINT, subject TEXT, body JSONB, created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ")
+    shapes.sql(
+        'INSERT INTO raw VALUES (1, \'Card\', \'{"text": "Where is my card?", "lang": "en"}\', '
+        f"'{AT.isoformat()}', NULL)"
+    )
+    for body_type, value in (("BYTEA", "'x'::bytea"), ("TEXT[]", "ARRAY['a']"), ("INTEGER", "7")):
+        shapes.table(
+            "other", f"ticket_id BIGINT, subject TEXT, body {body_type}, created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ"
+        )
+        shapes.sql(f"INSERT INTO other VALUES (1, 'a', {value}, '{AT.isoformat()}', NULL)")
+        with pytest.raises(ConfigError, match="TICKETS_COL_BODY: column body of other is of type"):
+            plan_run(s.settings(db_engine, "other"), "run-0", W)
+
+    with pytest.raises(ConfigError) as refused:
+        plan_run(s.settings(db_engine, "raw"), "run-1", W)
+
+    message = str(refused.value)
+    assert "TICKETS_COL_BODY: column body of raw is of type jsonb, not text" in message
+    assert s.run_rows(db_engine) == 0  # nothing written
+    fix = re.search(r"for example (.+?) AS body for JSON", message)[1]  # the view the message suggests
+    shapes.view("src", f"SELECT ticket_id, subject, {fix} AS body, created_at, updated_at FROM raw")
+    summary = s.run(s.settings(db_engine), "run-2", W)
+    assert summary["status"] == "succeeded"
+    assert s.results(db_engine)["1"].content_hash == s.digest("Card", "Where is my card?")
+
+
 # --- updated_at going backwards --------------------------------------------------------------------------------
 
 
