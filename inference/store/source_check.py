@@ -94,28 +94,31 @@ def implausible_unix_stamps(source: Source, conn: sa.Connection, name: str) -> i
 _ISO_SHAPE = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d*)?)?)?\s*([Zz]|[+-]\d{2}(:?\d{2})?)?\s*$"
 
 
-def not_iso_stamps(source: Source, conn: sa.Connection, name: str) -> int:
-    """Values of a text timestamp column that a text range cannot select by instant: anything but ISO-8601 as
-    `_window_filter` narrows it (from its first character). SQLite: but also numbers that are plausible Unix
-    times (selected by their own ranges)."""
-    col = source.table.c[name]
+def _not_iso(source: Source, col: sa.ColumnElement) -> sa.ColumnElement[bool]:
+    """SQL: a value of a text timestamp column that a text range cannot select by instant: anything but
+    ISO-8601 as `_window_filter` narrows it (from its first character). SQLite: but numbers that are plausible
+    Unix times (selected by their own ranges)."""
     if source.is_pg:
-        bad = sa.and_(col.is_not(None), sa.not_(sa.cast(col, sa.Text).regexp_match(_ISO_SHAPE)))
-    else:
-        date = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
-        shaped = sa.or_(col.op("GLOB")(date), col.op("GLOB")(date + "[ T][0-9][0-9]:[0-9][0-9]*"))
-        text = sa.and_(sa.func.typeof(col) == "text", shaped, sa.func.julianday(col).is_not(None))
-        number = sa.and_(sa.func.typeof(col).in_(["integer", "real"]), in_unix_spans(col, UNIX_FROM, UNIX_UNTIL))
-        bad = sa.and_(col.is_not(None), sa.not_(sa.or_(text, number)))
+        return sa.and_(col.is_not(None), sa.not_(sa.cast(col, sa.Text).regexp_match(_ISO_SHAPE)))
+    date = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
+    shaped = sa.or_(col.op("GLOB")(date), col.op("GLOB")(date + "[ T][0-9][0-9]:[0-9][0-9]*"))
+    text = sa.and_(sa.func.typeof(col) == "text", shaped, sa.func.julianday(col).is_not(None))
+    number = sa.and_(sa.func.typeof(col).in_(["integer", "real"]), in_unix_spans(col, UNIX_FROM, UNIX_UNTIL))
+    return sa.and_(col.is_not(None), sa.not_(sa.or_(text, number)))
+
+
+def not_iso_stamps(source: Source, conn: sa.Connection, name: str) -> int:
+    """How many values of a text timestamp column are `_not_iso` (a scan of the column)."""
+    bad = _not_iso(source, source.table.c[name])
     return conn.scalar(sa.select(sa.func.count()).select_from(source.table).where(bad)) or 0
 
 
 def check_text_stamps(source: Source, conn: sa.Connection, name: str, env_name: str) -> None:
-    """A text column with values other than plain ISO-8601: each is read (inference.store.text_time), and the
+    """A text column with values other than plain ISO-8601: each of those is read (inference.store.text_time), and the
     column is refused if any is unreadable, or if its numeric dates need a day-or-month order that is unset or
     that they contradict. Counts only in the messages, never values."""
     col = source.table.c[name]
-    stmt = sa.select(sa.cast(col, sa.Text) if source.is_pg else col).where(col.is_not(None))
+    stmt = sa.select(sa.cast(col, sa.Text) if source.is_pg else col).where(_not_iso(source, col))
     order = source.cols.date_order
     counts: dict[str, int] = {}
     result = conn.execute(stmt, execution_options={"stream_results": True})
