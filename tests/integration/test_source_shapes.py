@@ -371,6 +371,20 @@ def test_text_timestamps_in_other_shapes_are_selected_by_instant(db_engine, shap
     assert {k: r.source_updated_at for k, r in s.results(db_engine).items()} == expected
 
 
+def test_a_table_without_an_update_time_uses_its_creation_time_for_both(db_engine, shapes):
+    # many exports carry one timestamp: TICKETS_COL_UPDATED_AT may name the same column as TICKETS_COL_CREATED_AT
+    shapes.table("src", f"ticket_id INTEGER, subject TEXT, body TEXT, created_at {shapes.ts()}")
+    shapes.insert(
+        "src", [dict(ticket_id=k, subject=text(k)[0], body=text(k)[1], created_at=t) for k, (t, _) in STAMPS.items()]
+    )
+    settings = s.settings(db_engine, columns={"updated_at": "created_at"})
+
+    assert _three_nights(db_engine, settings, "one-stamp") == {str(k): {WINDOW_OF[k]} for k in STAMPS}
+    assert {k: r.source_updated_at for k, r in s.results(db_engine).items()} == {
+        str(k): t for k, (t, _) in STAMPS.items()
+    }
+
+
 BERLIN = "Europe/Berlin"
 # naive local times in Berlin around the DST changes of 2026 (back on Oct 25 at 01:00 UTC, forward on Mar 29
 # at 01:00 UTC) -> the UTC day of the nightly window each instant falls in
