@@ -307,6 +307,14 @@ class Source:
         (SQLite: other than that or a plausible Unix time). Counted once per Source (a scan of the column)."""
         if name not in self.not_iso:
             self.not_iso[name] = not_iso_stamps(self, conn, name)
+            if self.not_iso[name]:
+                log.info(
+                    "source column %s: %d text timestamp(s) not in plain ISO-8601: each window reads every row of "
+                    "%s and checks its instant (no text range narrows them)",
+                    name,
+                    self.not_iso[name],
+                    self.where,
+                )
         return self.not_iso[name]
 
     def _window_filter(self, window: Window, conn: sa.Connection | None = None) -> sa.ColumnElement[bool]:
