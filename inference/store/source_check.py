@@ -91,7 +91,12 @@ def implausible_unix_stamps(source: Source, conn: sa.Connection, name: str) -> i
     return conn.scalar(sa.select(sa.func.count()).select_from(source.table).where(bad)) or 0
 
 
-_ISO_SHAPE = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d*)?)?)?\s*([Zz]|[+-]\d{2}(:?\d{2})?)?\s*$"
+# ISO-8601 as a text range narrows it; months, days, hours and minutes within their ranges (a value outside
+# them, "2026-13-45", sorts outside every window and would be passed over without a word)
+_ISO_SHAPE = (
+    r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])([ T]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d*)?)?)?"
+    r"\s*([Zz]|[+-]\d{2}(:?\d{2})?)?\s*$"
+)
 
 
 def _not_iso(source: Source, col: sa.ColumnElement) -> sa.ColumnElement[bool]:

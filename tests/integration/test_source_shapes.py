@@ -553,6 +553,18 @@ def test_unreadable_timestamps_are_refused_at_start_naming_the_column(db_engine,
     assert s.run_rows(db_engine) == 0  # nothing written
 
 
+def test_iso_shaped_text_of_no_real_date_is_refused_not_passed_over(db_engine, shapes):
+    # "2026-13-45" sorts outside every window's text range: unless the start check reads it, its ticket would
+    # never be in any window, without a word
+    shapes.tickets_table(ts="TEXT")
+    bad = "2026-13-45 05:00:00"
+    shapes.insert("src", [*rows([1, 2]), dict(ticket_id=3, subject="a", body="b", created_at=bad, updated_at=bad)])
+
+    with pytest.raises(ConfigError, match="TICKETS_COL_CREATED_AT: 1 value.s. of column created_at of src"):
+        plan_run(s.settings(db_engine), "run-1", W)
+    assert s.run_rows(db_engine) == 0
+
+
 @pytest.mark.parametrize("case", ["either order", "both orders"])
 def test_numeric_dates_that_need_a_date_order_are_refused_until_it_is_set(db_engine, shapes, case):
     # 05/11/2026 is the 5th of November or the 11th of May: a column of such dates is read only with the
