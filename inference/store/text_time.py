@@ -1,7 +1,8 @@
 """Source timestamps written as text in the shapes help desks, mail systems and spreadsheets export, beyond
 ISO-8601: RFC 2822 ("Mon, 30 Nov 2026 05:00:00 +0000"), numeric dates with slashes, dots or dashes
 ("30/11/2026 17:05", "11/30/2026 5:05 PM", "30.11.2026 17:05", "2026/11/30 17:05:00") and English month
-names ("Nov 30, 2026 5:05 PM", "30-Nov-2026 17:05:00", "30 November 2026").
+names ("Nov 30, 2026 5:05 PM", "30-Nov-2026 17:05:00", "30 November 2026"), and the clock before the year
+as C's asctime, Unix `date` and Java's Date.toString write it ("Mon Nov 30 17:05:00 UTC 2026").
 
 Strict on purpose: a value is read only when it has exactly one reading. The year has four digits (two-digit
 years are refused: which century?), the time is optional (midnight), seconds and a fraction are optional,
@@ -80,13 +81,27 @@ _ZONE = (
     r"(?:\s*\([a-z ]{1,40}\))?)?"  # a comment after the zone, as mail writes it: "+0000 (UTC)"
 )
 _TEXT_TIME = re.compile(rf"\s*(?:{_WEEKDAY})?{_DATE}{_TIME}{_ZONE}\s*", re.IGNORECASE)
+# the clock before the year, as C's asctime, Unix `date` and Java's Date.toString write it:
+# "Mon Nov 30 05:00:00 2026", "Mon Nov 30 05:00:00 UTC 2026"
+_CLOCK_FIRST = re.compile(
+    rf"\s*(?:{_WEEKDAY})?(?P<mon_m>{_MONTH})\.?\s+(?P<mon_d>\d{{1,2}})\s+"
+    r"(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2})(?:[.,](?P<fraction>\d{1,9}))?)?"
+    rf"{_ZONE}\s+(?P<mon_y>\d{{4}})\s*",
+    re.IGNORECASE,
+)
 
 
-def _year_last(m: re.Match) -> tuple[int, int, int] | None:
+def _fields(text: str) -> dict[str, str | None] | None:
+    """The named parts of a text timestamp in one of the shapes, or None."""
+    m = _TEXT_TIME.fullmatch(text) or _CLOCK_FIRST.fullmatch(text)
+    return m.groupdict() if m else None
+
+
+def _year_last(m: dict[str, str | None]) -> tuple[int, int, int] | None:
     """A numeric date with the year last and slashes or dashes: its two numbers and the year; else None."""
-    if m["num_y"] is None or m["num_s"] == ".":
+    if m.get("num_y") is None or m.get("num_s") == ".":
         return None
-    return int(m["num_a"]), int(m["num_b"]), int(m["num_y"])
+    return int(m.get("num_a")), int(m.get("num_b")), int(m.get("num_y"))
 
 
 def _orders(a: int, b: int) -> tuple[str, ...]:
@@ -97,8 +112,8 @@ def _orders(a: int, b: int) -> tuple[str, ...]:
 def parse_text_time(text: str, order: str | None = None) -> dt.datetime:
     """The datetime a text timestamp means (naive unless it carries a zone). `order`: dmy or mdy, for numeric
     dates with the year last that the text alone cannot tell. ValueError for anything without one reading."""
-    m = _TEXT_TIME.fullmatch(text)
-    if not m:
+    m = _fields(text)
+    if m is None:
         raise ValueError("not a readable timestamp")
     return _parse(m, order)
 
@@ -107,7 +122,7 @@ def reading(text: str, order: str | None = None) -> str:
     """How a column's value reads, for the start-of-run check: "unreadable"; "dmy" or "mdy" (a numeric date
     that reads only in that order, the order unset); "either" (it reads in both: the order must be set); or
     "read" (any other readable value)."""
-    m = _TEXT_TIME.fullmatch(text)
+    m = _fields(text)
     numbers = _year_last(m) if m else None
     wanted = order
     if numbers is not None and order is None:
@@ -124,18 +139,18 @@ def reading(text: str, order: str | None = None) -> str:
     return wanted if numbers is not None and order is None else "read"
 
 
-def _parse(m: re.Match, order: str | None) -> dt.datetime:
+def _parse(m: dict[str, str | None], order: str | None) -> dt.datetime:
     year, month, day = _date(m, order)
     hour, minute, second, micro = _clock(m)
     return dt.datetime(year, month, day, hour, minute, second, micro, tzinfo=_zone(m))
 
 
-def _date(m: re.Match, order: str | None) -> tuple[int, int, int]:
-    if m["ymd_y"] is not None:
-        return int(m["ymd_y"]), int(m["ymd_m"]), int(m["ymd_d"])
-    if m["num_y"] is not None:
-        a, b, year = int(m["num_a"]), int(m["num_b"]), int(m["num_y"])
-        if m["num_s"] == ".":  # day-first
+def _date(m: dict[str, str | None], order: str | None) -> tuple[int, int, int]:
+    if m.get("ymd_y") is not None:
+        return int(m.get("ymd_y")), int(m.get("ymd_m")), int(m.get("ymd_d"))
+    if m.get("num_y") is not None:
+        a, b, year = int(m.get("num_a")), int(m.get("num_b")), int(m.get("num_y"))
+        if m.get("num_s") == ".":  # day-first
             return year, b, a
         orders = _orders(a, b)
         if order is not None:
@@ -143,35 +158,39 @@ def _date(m: re.Match, order: str | None) -> tuple[int, int, int]:
         if len(orders) != 1:
             raise ValueError("day-first or month-first: the date order is needed" if orders else "not a date")
         return (year, b, a) if orders[0] == "dmy" else (year, a, b)
-    name, day, year = (m["dmon_m"], m["dmon_d"], m["dmon_y"]) if m["dmon_m"] else (m["mon_m"], m["mon_d"], m["mon_y"])
+    name, day, year = (
+        (m.get("dmon_m"), m.get("dmon_d"), m.get("dmon_y"))
+        if m.get("dmon_m")
+        else (m.get("mon_m"), m.get("mon_d"), m.get("mon_y"))
+    )
     month = _MONTHS.get(name.lower())
     if month is None:
         raise ValueError("not a month name")
     return int(year), month, int(day)
 
 
-def _clock(m: re.Match) -> tuple[int, int, int, int]:
-    if m["hour"] is None:
+def _clock(m: dict[str, str | None]) -> tuple[int, int, int, int]:
+    if m.get("hour") is None:
         return 0, 0, 0, 0
-    hour, minute, second = int(m["hour"]), int(m["minute"]), int(m["second"] or 0)
-    if m["half"]:
+    hour, minute, second = int(m.get("hour")), int(m.get("minute")), int(m.get("second") or 0)
+    if m.get("half"):
         if not 1 <= hour <= 12:
             raise ValueError("AM/PM with an hour outside 1-12")
-        hour = hour % 12 + (12 if m["half"].lower() == "p" else 0)
-    micro = int((m["fraction"] or "0")[:6].ljust(6, "0"))
+        hour = hour % 12 + (12 if m.get("half").lower() == "p" else 0)
+    micro = int((m.get("fraction") or "0")[:6].ljust(6, "0"))
     return hour, minute, second, micro
 
 
-def _zone(m: re.Match) -> dt.tzinfo | None:
-    if m["sign"]:
-        hours, minutes, sign = int(m["zh"]), int(m["zm"] or 0), m["sign"]
-    elif m["name"]:
-        base = _NAMED_ZONES[m["name"].lower()]
-        if not m["nsign"]:
+def _zone(m: dict[str, str | None]) -> dt.tzinfo | None:
+    if m.get("sign"):
+        hours, minutes, sign = int(m.get("zh")), int(m.get("zm") or 0), m.get("sign")
+    elif m.get("name"):
+        base = _NAMED_ZONES[m.get("name").lower()]
+        if not m.get("nsign"):
             return dt.timezone(dt.timedelta(hours=base))
-        if base != 0 or m["name"].lower() in ("z",):  # "UTC+1", "GMT-05:00"; never "EST+1"
+        if base != 0 or m.get("name").lower() in ("z",):  # "UTC+1", "GMT-05:00"; never "EST+1"
             raise ValueError("an offset after a named zone other than UTC")
-        hours, minutes, sign = int(m["nzh"]), int(m["nzm"] or 0), m["nsign"]
+        hours, minutes, sign = int(m.get("nzh")), int(m.get("nzm") or 0), m.get("nsign")
     else:
         return None
     if hours > 14 or minutes > 59:
@@ -182,5 +201,5 @@ def _zone(m: re.Match) -> dt.tzinfo | None:
 
 TEXT_SHAPES = (  # for messages
     "ISO-8601 text, RFC 2822 text, a numeric date with slashes, dots or dashes and a four-digit year, or an "
-    "English month name, each with an optional time and zone"
+    "English month name, each with an optional time and zone (README: Text timestamps in other shapes)"
 )

@@ -43,6 +43,10 @@ def at(*fields, offset: float | None = None) -> dt.datetime:
         ("November 30th, 2026 at 12:00 am", at(2026, 11, 30, 0, 0)),
         ("Monday, November 30, 2026 5:05:06 p.m. EST", at(2026, 11, 30, 17, 5, 6, offset=-5)),
         ("Sept. 3, 2026", at(2026, 9, 3)),
+        # the clock before the year: C's asctime, Unix `date`, Java's Date.toString
+        ("Mon Nov 30 05:00:00 2026", at(2026, 11, 30, 5)),
+        ("Mon Nov 30 05:00:00 UTC 2026", at(2026, 11, 30, 5, offset=0)),
+        ("Sun Nov  1 17:05:00 EST 2026", at(2026, 11, 1, 17, 5, offset=-5)),
         # ISO-8601 beyond what a text range can narrow: zone names, commas, spaces around it
         ("2026-11-30 05:00:00 UTC", at(2026, 11, 30, 5, offset=0)),
         ("2026-11-30T05:00:00,5Z", at(2026, 11, 30, 5, 0, 0, 500000, offset=0)),
@@ -72,6 +76,7 @@ def test_each_shape_reads_to_what_it_means(text, expected):
         "2026-11-30 00:30 AM",
         "2026-11-30 05:00 CET",  # zone abbreviations other than RFC 2822's mean different offsets
         "2026-11-30 05:00 IST",
+        "Mon Nov 30 05:00:00 CET 2026",
         "2026-11-30 05:00 +1500",  # beyond any zone
         "2026-11-30 05:00 EST+1",
         "2026-11-30 25:00",
