@@ -8,8 +8,10 @@ Strict on purpose: a value is read only when it has exactly one reading. The yea
 years are refused: which century?), the time is optional (midnight), seconds and a fraction are optional,
 AM/PM only with hours 1 to 12, and the zone, if any, is an offset (+0100, +01:00, -05), Z, UTC, GMT, UT or
 one of the North American zones RFC 2822 itself defines (EST, EDT, CST, CDT, MST, MDT, PST, PDT); other zone
-abbreviations mean different offsets in different countries (IST, CST in China) and are refused. A value
-without a zone is a local time in TICKETS_SOURCE_TIMEZONE (default UTC), as for every other naive timestamp.
+abbreviations mean different offsets in different countries (IST, CST in China) and are refused. An IANA
+zone name ("Europe/Berlin", bare or in brackets) makes the value a local time there; after an offset, as Java
+writes it ("2026-11-30T05:00+01:00[Europe/Berlin]"), the offset decides. A value without a zone is a local
+time in TICKETS_SOURCE_TIMEZONE (default UTC), as for every other naive timestamp.
 
 Day or month first. A numeric date with the year last ("05/11/2026") reads day-first or month-first. Where
 one number is above 12 the value itself tells ("30/11/2026" is day-first); otherwise the column's order is
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import zoneinfo
 
 DATE_ORDERS = ("dmy", "mdy")  # TICKETS_SOURCE_DATE_ORDER
 
@@ -72,13 +75,17 @@ _DATE = (
 _TIME = (
     r"(?:(?:\s*[T,]\s*|\s+(?:at\s+)?)(?P<hour>\d{1,2}):(?P<minute>\d{2})"
     r"(?::(?P<second>\d{2})(?:[.,](?P<fraction>\d{1,9}))?)?"
-    r"(?:\s*(?P<half>[ap])\.?m\.?)?)?"
+    r"(?:\s*(?P<half>[ap])\.?m\.?(?![a-z]))?)?"
 )
+_IANA = r"[a-z]+(?:/[a-z0-9_+-]+)+"  # Europe/Berlin, America/Argentina/Buenos_Aires
 _ZONE = (
     r"(?:\s*(?:(?P<sign>[+-])(?P<zh>\d{2}):?(?P<zm>\d{2})?"
     r"|(?P<name>z|ut|utc|gmt|est|edt|cst|cdt|mst|mdt|pst|pdt)"
-    r"(?:\s*(?P<nsign>[+-])(?P<nzh>\d{1,2})(?::?(?P<nzm>\d{2}))?)?)"
-    r"(?:\s*\([a-z ]{1,40}\))?)?"  # a comment after the zone, as mail writes it: "+0000 (UTC)"
+    r"(?:\s*(?P<nsign>[+-])(?P<nzh>\d{1,2})(?::?(?P<nzm>\d{2}))?)?"
+    rf"|\[?(?P<iana>{_IANA})\]?)"
+    # after an offset, a comment as mail writes it ("+0000 (UTC)") or the zone's name as Java writes it
+    # ("+01:00[Europe/Berlin]"): the offset decides
+    rf"(?:\s*\([a-z ]{{1,40}}\)|\[{_IANA}\])?)?"
 )
 _TEXT_TIME = re.compile(rf"\s*(?:{_WEEKDAY})?{_DATE}{_TIME}{_ZONE}\s*", re.IGNORECASE)
 # the clock before the year, as C's asctime, Unix `date` and Java's Date.toString write it:
@@ -182,6 +189,11 @@ def _clock(m: dict[str, str | None]) -> tuple[int, int, int, int]:
 
 
 def _zone(m: dict[str, str | None]) -> dt.tzinfo | None:
+    if m.get("iana"):
+        try:
+            return zoneinfo.ZoneInfo(m["iana"])  # a local time there (its first occurrence at a DST change)
+        except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+            raise ValueError("not a time zone name") from None
     if m.get("sign"):
         hours, minutes, sign = int(m.get("zh")), int(m.get("zm") or 0), m.get("sign")
     elif m.get("name"):

@@ -334,6 +334,14 @@ def _twelve_hour(local: dt.datetime) -> str:
     return f"{local.hour % 12 or 12}:{local:%M:%S}.{local.microsecond:06d} {'PM' if local.hour >= 12 else 'AM'}"
 
 
+def _zone_named(instant: dt.datetime, k: int) -> str:
+    """Java's ZonedDateTime.toString (offset, then the zone's name) or a local time and a bare zone name."""
+    if k % 2:
+        return f"{instant.astimezone(zoneinfo.ZoneInfo(BERLIN)).isoformat()}[{BERLIN}]"
+    local = instant.astimezone(zoneinfo.ZoneInfo("America/New_York")).replace(tzinfo=None)
+    return f"{local:%Y-%m-%d %H:%M:%S.%f} America/New_York"
+
+
 # shape -> (TICKETS_SOURCE_DATE_ORDER, instant -> the text another application wrote for it)
 OTHER_TEXT = {
     "RFC 2822": (None, lambda t, k: _rfc2822(t, (5, -2, 0, 0, 5.5, 0, 14, -5)[k - 1])),
@@ -342,6 +350,7 @@ OTHER_TEXT = {
     "dotted": (None, lambda t, k: f"{t:%d.%m.%Y %H:%M:%S}.{t.microsecond:06d}Z"),  # day-first, no setting
     "month names": (None, lambda t, k: f"{t:%a, %b} {t.day}, {t:%Y} at {_twelve_hour(t)} UTC"),
     "clock before the year": (None, lambda t, k: f"{t:%a %b %d %H:%M:%S} GMT {t:%Y}"),  # Java's Date.toString
+    "zone names": (None, lambda t, k: _zone_named(t, k)),
     # after a migration: ISO and RFC 2822 in one column, and ISO with a leading space (no text range holds it)
     "mixed": (
         None,

@@ -47,6 +47,12 @@ def at(*fields, offset: float | None = None) -> dt.datetime:
         ("Mon Nov 30 05:00:00 2026", at(2026, 11, 30, 5)),
         ("Mon Nov 30 05:00:00 UTC 2026", at(2026, 11, 30, 5, offset=0)),
         ("Sun Nov  1 17:05:00 EST 2026", at(2026, 11, 1, 17, 5, offset=-5)),
+        # IANA zone names: bare (a local time there), or after an offset as Java writes it (the offset decides)
+        ("2026-11-30T05:00:00+01:00[Europe/Berlin]", at(2026, 11, 30, 5, offset=1)),
+        ("2026-11-30 05:00:00 America/Argentina/Buenos_Aires", at(2026, 11, 30, 5, offset=-3)),
+        ("2026-11-30 05:00 [Etc/GMT+5]", at(2026, 11, 30, 5, offset=-5)),
+        ("2026-11-30 05:00 America/New_York", at(2026, 11, 30, 5, offset=-5)),  # "Am..." is no AM
+        ("2026-11-30 5:00 am America/New_York", at(2026, 11, 30, 5, offset=-5)),
         # ISO-8601 beyond what a text range can narrow: zone names, commas, spaces around it
         ("2026-11-30 05:00:00 UTC", at(2026, 11, 30, 5, offset=0)),
         ("2026-11-30T05:00:00,5Z", at(2026, 11, 30, 5, 0, 0, 500000, offset=0)),
@@ -56,7 +62,8 @@ def at(*fields, offset: float | None = None) -> dt.datetime:
     ],
 )
 def test_each_shape_reads_to_what_it_means(text, expected):
-    assert parse_text_time(text) == expected
+    got = parse_text_time(text)
+    assert got == expected and got.utcoffset() == expected.utcoffset()
     assert reading(text) in ("read", "dmy", "mdy")
 
 
@@ -77,6 +84,8 @@ def test_each_shape_reads_to_what_it_means(text, expected):
         "2026-11-30 05:00 CET",  # zone abbreviations other than RFC 2822's mean different offsets
         "2026-11-30 05:00 IST",
         "Mon Nov 30 05:00:00 CET 2026",
+        "2026-11-30 05:00 Mars/Olympus",  # no such zone
+        "2026-11-30 05:00 ../../etc/passwd",
         "2026-11-30 05:00 +1500",  # beyond any zone
         "2026-11-30 05:00 EST+1",
         "2026-11-30 25:00",
@@ -115,3 +124,10 @@ def test_to_instant_reads_other_shapes_in_the_sources_zone_and_order():
     assert to_instant("2026-11-30 05:00:00", berlin) == at(2026, 11, 30, 4, offset=0)  # ISO: as before
     with pytest.raises(ValueError):
         to_instant("05/11/2026 10:00", UTC)
+
+
+def test_a_zone_name_reads_local_time_there_across_dst():
+    berlin = "Europe/Berlin"
+    assert to_instant(f"2026-07-01 12:00 {berlin}", UTC) == at(2026, 7, 1, 10, offset=0)  # CEST
+    assert to_instant(f"2026-11-30 12:00 {berlin}", UTC) == at(2026, 11, 30, 11, offset=0)  # CET
+    assert to_instant(f"2026-10-25 02:30 {berlin}", UTC) == at(2026, 10, 25, 0, 30, offset=0)  # first occurrence
