@@ -99,11 +99,9 @@ class SourceColumns:
     def __post_init__(self) -> None:
         if self.timezone is not None:
             _check_timezone(self.timezone)
-        if self.date_order is not None and self.date_order not in DATE_ORDERS:
-            raise ConfigError(
-                f"TICKETS_SOURCE_DATE_ORDER must be one of {', '.join(DATE_ORDERS)}, got {self.date_order!r}"
-            )
         for name, spec in env_fields(SourceColumns):
+            if name == "date_order":
+                spec.check(self.date_order)  # one of its choices, or none
             if name in ("timezone", "date_order"):
                 continue
             value = getattr(self, name)

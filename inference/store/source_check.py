@@ -94,7 +94,7 @@ def implausible_unix_stamps(source: Source, conn: sa.Connection, name: str) -> i
 # ISO-8601 as a text range narrows it; months, days, hours and minutes within their ranges (a value outside
 # them, "2026-13-45", sorts outside every window and would be passed over without a word)
 _ISO_SHAPE = (
-    r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])([ T]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d*)?)?)?"
+    r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])([ T]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d+)?)?)?"
     r"\s*([Zz]|[+-]\d{2}(:?\d{2})?)?\s*$"
 )
 

@@ -1,4 +1,4 @@
-"""Source timestamps as instants: ISO-8601 text as SQLite and other applications write it (other text shapes:
+"""Source timestamps as instants: text (ISO-8601 as SQLite and other applications write it, and other shapes:
 inference.store.text_time), naive values in a configured zone, Unix times (numbers), and whether a database's
 zone name means UTC.
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import math
-import re
 import zoneinfo
 from decimal import Decimal
 from typing import Any
@@ -21,31 +20,6 @@ import sqlalchemy as sa
 
 from inference.store.text_time import parse_text_time
 from inference.window import UTC
-
-_ISO = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})"
-    r"(?:[ T](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d*))?)?)?"
-    r"\s*(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)?"
-)
-
-
-def parse_iso(text: str) -> dt.datetime:
-    """ISO-8601 text as SQLite and most applications write it; naive unless it carries an offset or Z."""
-    m = _ISO.fullmatch(text.strip())
-    if not m:
-        raise ValueError("not an ISO-8601 timestamp")
-    year, month, day, hour, minute, second, frac, zulu, sign, oh, om = m.groups()
-    micro = int((frac or "0")[:6].ljust(6, "0"))
-    tz = None
-    if zulu:
-        tz = UTC
-    elif sign:
-        offset = dt.timedelta(hours=int(oh), minutes=int(om or 0))
-        tz = dt.timezone(-offset if sign == "-" else offset)
-    return dt.datetime(
-        int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0), micro, tzinfo=tz
-    )
-
 
 UNIX_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 UNIX_FROM = dt.datetime(1980, 1, 1, tzinfo=UTC)
@@ -103,10 +77,7 @@ def to_instant(value: Any, zone: dt.tzinfo, order: str | None = None) -> dt.date
     if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
         return from_unix(value)
     if isinstance(value, str):
-        try:
-            value = parse_iso(value)
-        except ValueError:
-            value = parse_text_time(value, order)
+        value = parse_text_time(value, order)
     elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         value = dt.datetime.combine(value, dt.time())
     elif not isinstance(value, dt.datetime):

@@ -1,5 +1,5 @@
-"""Source timestamps written as text in the shapes help desks, mail systems and spreadsheets export, beyond
-ISO-8601: RFC 2822 ("Mon, 30 Nov 2026 05:00:00 +0000"), numeric dates with slashes, dots or dashes
+"""Source timestamps written as text: ISO-8601 (`YYYY-MM-DD[ HH:MM[:SS[.fff]]][Z|+HH:MM]`, as SQLite and most
+applications write it) and the shapes help desks, mail systems and spreadsheets export beyond it: RFC 2822 ("Mon, 30 Nov 2026 05:00:00 +0000"), numeric dates with slashes, dots or dashes
 ("30/11/2026 17:05", "11/30/2026 5:05 PM", "30.11.2026 17:05", "2026/11/30 17:05:00") and English month
 names ("Nov 30, 2026 5:05 PM", "30-Nov-2026 17:05:00", "30 November 2026"), and the clock before the year
 as C's asctime, Unix `date` and Java's Date.toString write it ("Mon Nov 30 17:05:00 UTC 2026").
@@ -72,15 +72,12 @@ _DATE = (
     rf"|(?P<dmon_d>\d{{1,2}}){_ORDINAL}[\s-]+(?P<dmon_m>{_MONTH})\.?,?[\s-]+(?P<dmon_y>\d{{4}})"  # 30 Nov 2026
     rf"|(?P<mon_m>{_MONTH})\.?[\s-]+(?P<mon_d>\d{{1,2}}){_ORDINAL},?[\s-]+(?P<mon_y>\d{{4}}))"  # Nov 30, 2026
 )
-_TIME = (
-    r"(?:(?:\s*[T,]\s*|\s+(?:at\s+)?)(?P<hour>\d{1,2}):(?P<minute>\d{2})"
-    r"(?::(?P<second>\d{2})(?:[.,](?P<fraction>\d{1,9}))?)?"
-    r"(?:\s*(?P<half>[ap])\.?m\.?(?![a-z]))?)?"
-)
+_CLOCK = r"(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2})(?:[.,](?P<fraction>\d+))?)?"
+_TIME = rf"(?:(?:\s*[T,]\s*|\s+(?:at\s+)?){_CLOCK}(?:\s*(?P<half>[ap])\.?m\.?(?![a-z]))?)?"
 _IANA = r"[a-z]+(?:/[a-z0-9_+-]+)+"  # Europe/Berlin, America/Argentina/Buenos_Aires
 _ZONE = (
     r"(?:\s*(?:(?P<sign>[+-])(?P<zh>\d{2}):?(?P<zm>\d{2})?"
-    r"|(?P<name>z|ut|utc|gmt|est|edt|cst|cdt|mst|mdt|pst|pdt)"
+    rf"|(?P<name>{'|'.join(_NAMED_ZONES)})"
     r"(?:\s*(?P<nsign>[+-])(?P<nzh>\d{1,2})(?::?(?P<nzm>\d{2}))?)?"
     rf"|\[?(?P<iana>{_IANA})\]?)"
     # after an offset, a comment as mail writes it ("+0000 (UTC)") or the zone's name as Java writes it
@@ -91,9 +88,7 @@ _TEXT_TIME = re.compile(rf"\s*(?:{_WEEKDAY})?{_DATE}{_TIME}{_ZONE}\s*", re.IGNOR
 # the clock before the year, as C's asctime, Unix `date` and Java's Date.toString write it:
 # "Mon Nov 30 05:00:00 2026", "Mon Nov 30 05:00:00 UTC 2026"
 _CLOCK_FIRST = re.compile(
-    rf"\s*(?:{_WEEKDAY})?(?P<mon_m>{_MONTH})\.?\s+(?P<mon_d>\d{{1,2}})\s+"
-    r"(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2})(?:[.,](?P<fraction>\d{1,9}))?)?"
-    rf"{_ZONE}\s+(?P<mon_y>\d{{4}})\s*",
+    rf"\s*(?:{_WEEKDAY})?(?P<mon_m>{_MONTH})\.?\s+(?P<mon_d>\d{{1,2}})\s+{_CLOCK}{_ZONE}\s+(?P<mon_y>\d{{4}})\s*",
     re.IGNORECASE,
 )
 
@@ -200,7 +195,7 @@ def _zone(m: dict[str, str | None]) -> dt.tzinfo | None:
         base = _NAMED_ZONES[m.get("name").lower()]
         if not m.get("nsign"):
             return dt.timezone(dt.timedelta(hours=base))
-        if base != 0 or m.get("name").lower() in ("z",):  # "UTC+1", "GMT-05:00"; never "EST+1"
+        if base != 0 or m.get("name").lower() == "z":  # "UTC+1", "GMT-05:00"; never "EST+1" or "Z+1"
             raise ValueError("an offset after a named zone other than UTC")
         hours, minutes, sign = int(m.get("nzh")), int(m.get("nzm") or 0), m.get("nsign")
     else:
