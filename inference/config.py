@@ -29,6 +29,7 @@ from inference.store.text_time import DATE_ORDERS
 
 DEFAULT_DB_FILE = Path(".data") / "tickets.db"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # use with fullmatch
+NO_COLUMN = "none"  # TICKETS_COL_SUBJECT=none: the source has no subject column
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZE = ("none", "int8")
@@ -70,7 +71,13 @@ class SourceColumns:
         group="source",
     )
     ticket_id: str = env("TICKETS_COL_ID", "ticket_id", "ticket ID column (any key type)", group="source")
-    subject: str = env("TICKETS_COL_SUBJECT", "subject", "subject column", group="source")
+    subject: str | None = env(
+        "TICKETS_COL_SUBJECT",
+        "subject",
+        "subject column (`none`, or the body's column: the table has no subject, the body alone is read)",
+        kind=str,
+        group="source",
+    )
     body: str = env("TICKETS_COL_BODY", "body", "body column", group="source")
     created_at: str = env(
         "TICKETS_COL_CREATED_AT", "created_at", "creation time column (the window selects on it)", group="source"
@@ -99,19 +106,35 @@ class SourceColumns:
     def __post_init__(self) -> None:
         if self.timezone is not None:
             _check_timezone(self.timezone)
+        if isinstance(self.subject, str):
+            object.__setattr__(self, "subject", subject_column(self.subject, self.body))
         for name, spec in env_fields(SourceColumns):
             if name == "date_order":
                 spec.check(self.date_order)  # one of its choices, or none
             if name in ("timezone", "date_order"):
                 continue
             value = getattr(self, name)
-            if value is None and spec.default is None:
+            if value is None and (spec.default is None or name == "subject"):
                 continue
             if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
                 raise ConfigError(
                     f"{spec.name}: source {name} name {value!r} is not a plain SQL identifier "
                     "(letters, digits and underscores, not starting with a digit, at most 63 characters)"
                 )
+
+    @property
+    def read(self) -> list[str]:
+        """The source columns read, each once (the subject only where the table has one)."""
+        names = [self.ticket_id, self.subject, self.body, self.created_at, self.updated_at]
+        return list(dict.fromkeys(n for n in names if n is not None))
+
+
+def subject_column(subject: str | None, body: str) -> str | None:
+    """The subject column to read: None for `none` (the table has no subject) and for the body's own column (a
+    table with one text column: it is read once, never doubled into the model's input)."""
+    if subject is None or subject.lower() == NO_COLUMN or subject == body:
+        return None
+    return subject
 
 
 def _check_timezone(name: object) -> None:

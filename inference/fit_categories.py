@@ -62,7 +62,9 @@ def add_parser(sub) -> None:
     src.add_argument("--from-table", help="table of the tickets database (--db / TICKETS_DB_URL) with a label column")
     p.add_argument("--label-column", default="label", help="the label's key or column (default: label)")
     p.add_argument("--schema", help="schema of --from-table (default: TICKETS_SOURCE_SCHEMA or the search path)")
-    p.add_argument("--subject-column", help="subject column of --from-table (default: TICKETS_COL_SUBJECT)")
+    p.add_argument(
+        "--subject-column", help="subject column of --from-table (default: TICKETS_COL_SUBJECT; none: no subject)"
+    )
     p.add_argument("--body-column", help="body column of --from-table (default: TICKETS_COL_BODY)")
     p.add_argument("--limit", type=int, help="read at most this many labelled rows")
     p.add_argument(
@@ -133,27 +135,28 @@ def read_jsonl(path: Path, label_key: str, limit: int | None = None) -> Iterable
 def read_table(settings, args) -> Iterable[Row]:
     import sqlalchemy as sa
 
-    from inference.config import IDENTIFIER
+    from inference.config import IDENTIFIER, subject_column
     from inference.store.db import make_engine
 
-    names = {
-        "--from-table": args.from_table,
-        "--label-column": args.label_column,
-        "--subject-column": args.subject_column or settings.source.subject,
-        "--body-column": args.body_column or settings.source.body,
-    }
+    body_name = args.body_column or settings.source.body
+    subject_name = subject_column(args.subject_column or settings.source.subject, body_name)
+    names = {"--from-table": args.from_table, "--label-column": args.label_column, "--body-column": body_name}
+    if subject_name is not None:
+        names["--subject-column"] = subject_name
     schema = args.schema or settings.source.schema
     if schema is not None:
         names["--schema"] = schema
     for flag, value in names.items():
         if not IDENTIFIER.fullmatch(value):
             raise ConfigError(f"{flag} {value!r} is not a plain SQL identifier")
-    label, subject, body = (
-        sa.column(args.label_column),
-        sa.column(names["--subject-column"]),
-        sa.column(names["--body-column"]),
-    )
-    table = sa.table(args.from_table, label, subject, body, schema=schema)
+    label, body = sa.column(args.label_column), sa.column(body_name)
+    columns = [label, body]
+    if subject_name is not None:
+        subject = sa.column(subject_name)
+        columns.append(subject)
+    else:
+        subject = sa.cast(sa.null(), sa.Text)
+    table = sa.table(args.from_table, *columns, schema=schema)
     query = sa.select(subject, body, label).select_from(table).where(label.is_not(None))
     if args.limit:
         query = query.limit(args.limit)

@@ -125,7 +125,7 @@ def _source(conn: sa.Connection, cols: SourceColumns, who: _Who) -> list[Missing
     """USAGE on its schema and SELECT on the columns read. Unqualified, the table is looked up along the
     search_path setting itself: the server's own lookup skips schemas without USAGE, which would turn a missing
     USAGE into "no such table"."""
-    wanted = list(dict.fromkeys([cols.ticket_id, cols.subject, cols.body, cols.created_at, cols.updated_at]))
+    wanted = cols.read
     schemas = [cols.schema] if cols.schema else list(who.search_path)
     rows = conn.execute(
         sa.text(

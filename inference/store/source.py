@@ -148,8 +148,14 @@ class Source:
 
     @property
     def _names(self) -> list[str]:
-        c = self.cols
-        return [c.ticket_id, c.subject, c.body, c.created_at, c.updated_at]
+        return self.cols.read
+
+    def _texts(self) -> tuple[sa.ColumnElement, sa.ColumnElement]:
+        """(subject, body) as read: a table without a subject column (`TICKETS_COL_SUBJECT=none`) gives NULL, as
+        a row without a subject does, so its content hashes and model inputs are those of the body alone."""
+        c = self.table.c
+        subject = c[self.cols.subject] if self.cols.subject else sa.cast(sa.null(), sa.Text)
+        return subject, c[self.cols.body]
 
     @property
     def where(self) -> str:
@@ -185,10 +191,15 @@ class Source:
 
     def _hashable(self, engine: sa.Engine) -> bool:
         """Whether the database computes plan's content hashes (the module's "Hashes in the database")."""
-        if any(self._types[name][1] not in sql.HASHED_TYPES for name in (self.cols.subject, self.cols.body)):
+        if any(self._types[name][1] not in sql.HASHED_TYPES for name in self.text_columns):
             return False
         with engine.connect() as conn:
             return sql.can_hash(conn)
+
+    @property
+    def text_columns(self) -> list[str]:
+        """The columns holding the ticket's text: subject (where there is one) and body."""
+        return [n for n in (self.cols.subject, self.cols.body) if n is not None]
 
     def _stamp_kind(self, name: str) -> str:
         """How a timestamp column's values are compared: tz, naive, date, text, unix (numbers: Unix times), or
@@ -221,7 +232,7 @@ class Source:
         `row_version`: and the row's version (see "Row versions"); `digest`: and, last, its content hash
         computed by the database (only where `hashes_in_db`)."""
         c, cols = self.table.c, self.cols
-        subject, body = c[cols.subject], c[cols.body]
+        subject, body = self._texts()
         if not self.is_pg:  # SQLite: a value of any storage class (a blob, a number) as the text it holds
             subject, body = sa.cast(subject, sa.Text), sa.cast(body, sa.Text)
         stmt = sa.select(self.key_col, subject, body, c[cols.created_at], c[cols.updated_at])
@@ -235,7 +246,7 @@ class Source:
         if not self.hashes_in_db:
             return self._select()
         c, cols = self.table.c, self.cols
-        subject, body = c[cols.subject], c[cols.body]
+        subject, body = self._texts()
         sure = sql.surely_visible(subject, body)
         unsure = [sa.case((sure, sa.null()), else_=col) for col in (subject, body)]
         return sa.select(
@@ -260,7 +271,7 @@ class Source:
         return sa.and_(
             self.key_col.is_not(None),
             sa.func.coalesce(sa.func.octet_length(self.key_col) <= MAX_ID_BYTES, False),
-            sql.surely_visible(c[cols.subject], c[cols.body]),
+            sql.surely_visible(*self._texts()),
             sql.finite(c[cols.created_at]),
             sql.finite(c[cols.updated_at]),
         )
@@ -270,7 +281,7 @@ class Source:
         (ticket_id, id_problem, version_us, content_hash, empty, chars), computed by the database
         (planning.open_tables writes them); `scan_window(..., rest=True)` reads the others."""
         c, cols = self.table.c, self.cols
-        subject, body = c[cols.subject], c[cols.body]
+        subject, body = self._texts()
         return sa.select(
             self.key_col,
             sa.null(),

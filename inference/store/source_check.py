@@ -63,7 +63,8 @@ def check_text_columns(source: Source) -> None:
     with the fix, a view column that says which text it holds. SQLite reads any value as text (`_select`)."""
     if not source.is_pg:
         return
-    for name, env_name in ((source.cols.subject, "TICKETS_COL_SUBJECT"), (source.cols.body, "TICKETS_COL_BODY")):
+    named = ((source.cols.subject, "TICKETS_COL_SUBJECT"), (source.cols.body, "TICKETS_COL_BODY"))
+    for name, env_name in ((name, env_name) for name, env_name in named if name is not None):
         declared, base, category = source._types[name]
         if category != "S" and base not in TEXT_TYPES:
             raise ConfigError(

@@ -4,7 +4,8 @@ final state; a shape that cannot be supported is refused at start, naming the co
 anything is written.
 
 Cases: duplicate IDs (a view over a join, an import), IDs of other shapes (untyped SQLite columns, `id + 0`
-views, mixed types, long IDs, NULL IDs, non-integers in an INTEGER column, `limit` order), timestamps (text with
+views, mixed types, long IDs, NULL IDs, non-integers in an INTEGER column, `limit` order), a table without a
+subject column, timestamps (text with
 offsets, naive in a zone, Unix times in any unit, a non-UTC database, DST), `updated_at` going backwards, two
 model versions, deleted tickets, invisible-only text, scrambled engine outputs and staged rows without a run
 item. Memory with big tickets is in test_source_memory.py.
@@ -393,6 +394,30 @@ def test_a_table_without_an_update_time_uses_its_creation_time_for_both(db_engin
     assert {k: r.source_updated_at for k, r in s.results(db_engine).items()} == {
         str(k): t for k, (t, _) in STAMPS.items()
     }
+
+
+@pytest.mark.parametrize("subject", ["none", "message"])
+def test_a_table_without_a_subject_column_reads_its_body_once(db_engine, shapes, subject):
+    # chat transcripts, web forms and SMS carry one text column: TICKETS_COL_SUBJECT=none, or the body's own
+    # column; the body is read once (never doubled into the model's input), on a table and through a view
+    shapes.table("chats", f"id {'BIGINT' if shapes.pg else 'INTEGER'}, message TEXT, created {shapes.ts()}")
+    shapes.insert("chats", [dict(id=k, message=text(k)[1], created=AT) for k in range(1, 8)])
+    columns = dict(ticket_id="id", subject=subject, body="message", created_at="created", updated_at="created")
+    settings = s.settings(db_engine, "chats", columns=columns)
+    assert settings.source.subject is None
+
+    summary = s.run(settings, "run-1", W)
+
+    assert summary["status"] == "succeeded" and final_states(db_engine, "run-1") == {"succeeded": 7}
+    expected = {str(k): s.digest(None, text(k)[1]) for k in range(1, 8)}
+    assert {k: r.content_hash for k, r in s.results(db_engine).items()} == expected
+    shapes.view("src", "SELECT id, message, created FROM chats")  # no row versions: the text is read again
+    with writing(db_engine) as conn:
+        conn.execute(sa.text("UPDATE chats SET message = :m WHERE id = 3"), {"m": "Where is my parcel?"})
+    again = s.run(s.settings(db_engine, "src", columns=columns), "run-2", W, RunOptions(reprocess=True))
+    assert again["status"] == "succeeded" and final_states(db_engine, "run-2") == {"succeeded": 7}
+    expected["3"] = s.digest(None, "Where is my parcel?")
+    assert {k: r.content_hash for k, r in s.results(db_engine).items()} == expected
 
 
 BERLIN = "Europe/Berlin"

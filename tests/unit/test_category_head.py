@@ -207,6 +207,12 @@ def test_a_fitted_head_from_another_model_is_refused(tmp_path):
         build_predictor(other, StandInEncoder())
 
 
+def table_args(table: str, **columns):
+    """fit-categories' arguments for --from-table TABLE --label-column queue."""
+    values = dict(from_table=table, label_column="queue", schema=None, subject_column=None, body_column=None)
+    return type("Args", (), {**values, "limit": None, **columns})()
+
+
 def test_fitting_from_a_table_with_a_label_column(tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'h.db'}")
     with writing(engine) as conn:
@@ -217,16 +223,26 @@ def test_fitting_from_a_table_with_a_label_column(tmp_path):
         )
     engine.dispose()
     settings = Settings(db_url=f"sqlite:///{tmp_path / 'h.db'}", device="cpu", cache_dir="")
-    args = type(
-        "Args",
-        (),
-        dict(from_table="closed", label_column="queue", schema=None, subject_column=None, body_column=None, limit=None),
-    )()
+    args = table_args("closed")
     rows = list(read_table(settings, args))
     assert len(rows) == 36 and {r.label for r in rows} == set(QUEUES)
     args.label_column = "queue; drop table closed"
     with pytest.raises(ConfigError, match="plain SQL identifier"):
         list(read_table(settings, args))
+
+
+@pytest.mark.parametrize("subject_column", ["none", "message"])
+def test_fitting_from_a_table_without_a_subject_reads_the_body_alone(tmp_path, subject_column):
+    # a chat or form table with one text column: `none` or the body's own column, never the text twice
+    engine = make_engine(f"sqlite:///{tmp_path / 'h.db'}")
+    with writing(engine) as conn:
+        conn.execute(sa.text("CREATE TABLE chats (message TEXT, queue TEXT)"))
+        conn.execute(sa.text("INSERT INTO chats VALUES (:b, :q)"), [dict(b=r.body, q=r.label) for r in queue_rows()])
+    engine.dispose()
+    settings = Settings(db_url=f"sqlite:///{tmp_path / 'h.db'}", device="cpu", cache_dir="")
+    args = table_args("chats", subject_column=subject_column, body_column="message")
+    rows = list(read_table(settings, args))
+    assert [(r.subject, r.body, r.label) for r in rows] == [(None, r.body, r.label) for r in queue_rows()]
 
 
 def test_eval_scores_the_development_set_by_cross_validation():

@@ -90,6 +90,17 @@ def test_environment_values_are_parsed_and_typed():
     )
 
 
+@pytest.mark.parametrize("subject", ["none", "None", "description"])
+def test_a_source_without_a_subject_reads_its_body_once(subject):
+    env = {"TICKETS_COL_SUBJECT": subject, "TICKETS_COL_BODY": "description", "TICKETS_COL_UPDATED_AT": "created_at"}
+    source = settings_from_env(env).source
+    assert source.subject is None
+    assert source.read == ["ticket_id", "description", "created_at"]
+    assert settings_from_env({}).source.read == ["ticket_id", "subject", "body", "created_at", "updated_at"]
+    with pytest.raises(ConfigError, match="TICKETS_COL_SUBJECT: source subject name 'no ne'"):
+        settings_from_env({"TICKETS_COL_SUBJECT": "no ne"})
+
+
 def test_blank_values_fall_back_to_defaults():
     blank = {"INFERENCE_MAX_SEQ_LENGTH": "  ", "INFERENCE_MAX_FAILURE_RATE": "", "TICKETS_SOURCE_SCHEMA": ""}
     s = settings_from_env(blank)
