@@ -24,10 +24,17 @@ from inference.errors import ConfigError, InvalidOptions
 SPEC = "inference.spec"  # the dataclass field metadata key holding an Env or an Option
 
 # Limits more than one declaration shares.
+# A ticket ID a run may name: up to 128 characters (so at most 512 bytes of UTF-8, the widest key our tables
+# hold), as help desks write them (SUP-1234, INC 0012345, EU/2026/42, #1234, <id@mail.example>, any script), but
+# no quote, semicolon, backslash, control character or line separator (IDs go into logs and messages as they
+# are), and no space at either end. One pattern for the task (Python's re) and the form (JSON Schema).
 TICKET_ID_MAX_LENGTH = 128
-TICKET_ID_CHARS = "A-Za-z0-9_.:-"
-TICKET_ID = re.compile(f"[{TICKET_ID_CHARS}]{{1,{TICKET_ID_MAX_LENGTH}}}")  # use with fullmatch
-TICKET_ID_TEXT = f"1-{TICKET_ID_MAX_LENGTH} letters, digits, '_', '.', ':' or '-'"
+TICKET_ID_PATTERN = r"(?=\S)(?!.*\s$)[^'" '"' r"`;\\\x00-\x1f\x7f-\x9f\u2028\u2029]{1," f"{TICKET_ID_MAX_LENGTH}}}"
+TICKET_ID = re.compile(TICKET_ID_PATTERN)  # use with fullmatch
+TICKET_ID_TEXT = (
+    f"1-{TICKET_ID_MAX_LENGTH} characters without quotes, semicolons, backslashes or control characters, "
+    "and no space at either end"
+)
 MAX_TICKET_IDS = 10_000
 # Logical dates a run may name. Whole years, so the form's pattern can hold the range (format "date"
 # checks the day); later dates are no one's tickets, and 9999-12-31's window would end past datetime.max.
@@ -240,7 +247,7 @@ class Option:
             return {"type": ["null", "integer"], "exclusiveMinimum": self.low - 1, "exclusiveMaximum": self.high + 1}
         if self.kind == "bool":
             return {"type": "boolean"}
-        item = {"type": "string", "pattern": f"^{TICKET_ID.pattern}$"}
+        item = {"type": "string", "pattern": f"^{TICKET_ID_PATTERN}$"}
         return {"type": ["null", "array"], "items": item, "maxItems": MAX_TICKET_IDS}
 
     def parse(self, value: object) -> Any:

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 
 from inference.engine.standin import StandInEncoder
 from inference.errors import ConfigError, OutputsScrambled
-from inference.options import RunOptions
+from inference.options import RunOptions, parse_options
 from inference.pipeline import finish_run, infer_shard, load_results, plan_run
 from inference.records import StagedResult
 from inference.store import staging
@@ -270,6 +270,22 @@ def test_named_ids_the_column_cannot_hold_are_reported_missing(db_engine, shapes
     summary = s.run(settings, "run-1", W, RunOptions(ticket_ids=("abc", "2", "99999999999999999999999")))
 
     assert (summary["status"], summary["backlog"], summary["succeeded"]) == ("succeeded", 1, 1)
+
+
+ODD_IDS = ["INC 0012345", "EU/2026/42", "#1234", "<CAF+x7@mail.example>", "Tíquet-7", "工单-8", "{3f2a-77}"]
+
+
+def test_ids_as_help_desks_write_them_can_be_named_in_a_run(db_engine, shapes):
+    # a run's ticket_ids take the keys real help desks use (spaces, slashes, #, mail Message-IDs, any script),
+    # as the form, the REST API and --ticket-id send them
+    shapes.tickets_table(id_type="TEXT")
+    shapes.insert("src", rows([*ODD_IDS, "other"], at=W_BEFORE.start))
+    named = parse_options({"ticket_ids": ODD_IDS[:-1]})
+
+    summary = s.run(s.settings(db_engine), "run-1", W, named)
+
+    assert (summary["status"], summary["succeeded"]) == ("succeeded", len(ODD_IDS) - 1)
+    assert sorted(s.results(db_engine)) == sorted(ODD_IDS[:-1])
 
 
 # --- timestamps ------------------------------------------------------------------------------------------------
