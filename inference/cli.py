@@ -92,7 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     add_bench_arguments(bench)
 
     ev = sub.add_parser("eval", help="category accuracy on a labelled set (default: the held-out evaluation set)")
-    ev.add_argument("--set", default="eval", help="eval, dev (cross-validated) or a labelled JSON Lines file")
+    ev.add_argument(
+        "--set", default="eval", help="eval, dev (cross-validated) or a labelled JSON Lines or CSV/TSV file"
+    )
     ev.add_argument("--json", action="store_true", help="machine-readable output")
     ev.add_argument("--summaries", action="store_true", help="also the summary shares (greeting, quote, agreement)")
 

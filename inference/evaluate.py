@@ -2,7 +2,8 @@
 
 Sets: `eval` (the held-out evaluation set, inference/data/eval_tickets.jsonl, never used for tuning), `dev`,
 or any JSON Lines file of {"id", "subject", "body", "label"[, "lang"]} rows (e.g.
-../shared/eval/real_bitext.jsonl). Tickets are read exactly as the pipeline reads them
+../shared/eval/real_bitext.jsonl), or a CSV/TSV file with those columns and a header row (id, subject and
+lang optional). Tickets are read exactly as the pipeline reads them
 (inference.mailtext.ticket_text) and scored by the head the pipeline would build.
 
 Never against a model that contains the ticket:
@@ -64,7 +65,7 @@ def evaluate(settings: Settings, which: str = "eval", encoder=None, summaries: b
         encoder = Encoder.from_settings(settings)
     path = SETS.get(which, which)
     if not Path(path).is_file():
-        raise ConfigError(f"--set {which}: no such set (eval, dev, or a JSON Lines file of labelled tickets)")
+        raise ConfigError(f"--set {which}: no such set (eval, dev, or a JSON Lines or CSV file of labelled tickets)")
     examples = load_examples(path)
     texts = [ticket_text_of(e, encoder.max_length) for e in examples]
     digests = [text_digest(t) for t in texts]

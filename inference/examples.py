@@ -1,6 +1,7 @@
-"""Labelled tickets in JSON Lines: few-shot examples, the development set and the evaluation set.
+"""Labelled tickets: few-shot examples, the development set and the evaluation set, and sets of your own.
 
-One object per line: {"id": ..., "subject": ..., "body": ..., "label": ..., "lang": ...} (`lang` optional).
+One object per line: {"id": ..., "subject": ..., "body": ..., "label": ..., "lang": ...} (`lang` optional),
+or a CSV/TSV file with those columns and a header row (`python -m inference eval --set FILE.csv`).
 The default category head is fitted on the example files at task start (INFERENCE_FEWSHOT: the bundled
 few-shot examples and development set unless set); the evaluation set stays held out. A help desk with
 its own labelled history fits a head on it instead: `python -m inference fit-categories`.
@@ -8,7 +9,6 @@ its own labelled history fits a head on it instead: `python -m inference fit-cat
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,24 +46,33 @@ def load_example_files(spec: str | None, labels: set[str]) -> list[Example]:
 
 
 def load_examples(path: str | Path, labels: set[str] | None = None) -> list[Example]:
+    """Labelled tickets of a JSON Lines file, or of a CSV/TSV file with a header (inference.labelled_files): id
+    (optional: the line number), subject (optional), body, label and lang (optional)."""
+    from inference.labelled_files import records, require
+
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"labelled tickets file {path} does not exist")
+    require(path, {"label": "label", "body": "body"})
     out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-            lang = item.get("lang")
-            example = Example(
-                str(item["id"]), item.get("subject"), item.get("body"), str(item["label"]), str(lang) if lang else None
-            )
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise ConfigError(f"{path}:{lineno}: expected a JSON object with id, subject, body and label") from None
+    for lineno, item in records(path, "labelled tickets file"):
+        label, lang, ticket_id = item.get("label"), item.get("lang"), item.get("id")
+        if label in (None, "") or isinstance(label, (dict, list)):
+            raise ConfigError(f"{path}:{lineno}: expected a JSON object (or CSV row) with a label and a body")
+        example = Example(
+            str(ticket_id) if ticket_id not in (None, "") else f"line-{lineno}",
+            _text(item.get("subject")),
+            _text(item.get("body")),
+            str(label),
+            str(lang) if lang else None,
+        )
         if labels is not None and example.label not in labels:
             raise ConfigError(f"{path}:{lineno}: label {example.label!r} is not in the taxonomy")
         if not example.text:
             raise ConfigError(f"{path}:{lineno}: example {example.id} has no text")
         out.append(example)
     return out
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)

@@ -3,8 +3,10 @@
     python -m inference fit-categories --from tickets.jsonl [--label-column label] --out models/category_head.npz
     python -m inference --db URL fit-categories --from-table closed_tickets --label-column queue --out ...
 
-Rows: a JSON Lines file of objects with subject/body (and the label under --label-column, default `label`),
-or a table of the tickets database (id/subject/body columns as TICKETS_COL_*, or --subject-column etc.).
+Rows: a file of labelled tickets, JSON Lines (objects with subject/body and the label under --label-column,
+default `label`) or CSV/TSV with a header row, as help desks export them (columns subject, body and the label,
+or --subject-column, --body-column; Excel's byte-order mark and `;` delimiter are fine); or a table of the
+tickets database (id/subject/body columns as TICKETS_COL_*, or --subject-column etc.).
 Labels can be anything the agents used (queues, types): the head's labels are the distinct values with at
 least --min-per-label tickets (default 5; fewer are dropped and listed); they replace the taxonomy. Labels that
 are also taxonomy labels get that label's descriptions as extra training rows (`--descriptions auto`).
@@ -53,19 +55,26 @@ class Row:
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "fit-categories",
-        help="fit the category head on your labelled tickets (JSON Lines or a table); report held-out accuracy",
+        help="fit the category head on your labelled tickets (JSON Lines, CSV or a table); report held-out accuracy",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--from", dest="from_file", type=Path, help="JSON Lines file of labelled tickets")
+    src.add_argument(
+        "--from", dest="from_file", type=Path, help="file of labelled tickets: JSON Lines, or CSV/TSV with a header"
+    )
     src.add_argument("--from-table", help="table of the tickets database (--db / TICKETS_DB_URL) with a label column")
     p.add_argument("--label-column", default="label", help="the label's key or column (default: label)")
     p.add_argument("--schema", help="schema of --from-table (default: TICKETS_SOURCE_SCHEMA or the search path)")
     p.add_argument(
-        "--subject-column", help="subject column of --from-table (default: TICKETS_COL_SUBJECT; none: no subject)"
+        "--subject-column",
+        help="subject column (or key) of --from-table (default: TICKETS_COL_SUBJECT) or --from (default: subject); "
+        "none: no subject",
     )
-    p.add_argument("--body-column", help="body column of --from-table (default: TICKETS_COL_BODY)")
+    p.add_argument(
+        "--body-column",
+        help="body column (or key) of --from-table (default: TICKETS_COL_BODY) or --from (default: body)",
+    )
     p.add_argument("--limit", type=int, help="read at most this many labelled rows")
     p.add_argument(
         "--out", type=Path, help=f"where to write the head (default: INFERENCE_CATEGORY_HEAD or {DEFAULT_OUT})"
@@ -85,7 +94,16 @@ def main(settings, args) -> int:
     if args.folds < 2:
         raise ConfigError("--folds must be at least 2")
     if args.from_file is not None:
-        rows = list(read_jsonl(args.from_file, args.label_column, args.limit))
+        from inference.config import subject_column
+
+        body = args.body_column or "body"
+        subject = subject_column(args.subject_column or "subject", body)
+        named = args.subject_column is not None
+        rows = list(
+            read_file(
+                args.from_file, args.label_column, args.limit, subject_key=subject, body_key=body, subject_named=named
+            )
+        )
         source = {"file": str(args.from_file), "sha256": hashlib.sha256(args.from_file.read_bytes()).hexdigest()}
     else:
         rows = list(read_table(settings, args))
@@ -109,27 +127,33 @@ def main(settings, args) -> int:
     return 0
 
 
-def read_jsonl(path: Path, label_key: str, limit: int | None = None) -> Iterable[Row]:
-    if not path.is_file():
-        raise ConfigError(f"--from {path}: no such file")
+def read_file(
+    path: Path,
+    label_key: str,
+    limit: int | None = None,
+    *,
+    subject_key: str | None = "subject",
+    body_key: str = "body",
+    subject_named: bool = False,
+) -> Iterable[Row]:
+    """Labelled rows of a JSON Lines or CSV/TSV file (inference.labelled_files); rows without a label are
+    passed over. `subject_key` None: the file has no subject; so has a CSV file without the default subject
+    column, unless the subject column was named (`subject_named`: then it must be there)."""
+    from inference.labelled_files import columns, records, require
+
+    header = columns(path) if path.is_file() else None
+    if header is not None and not subject_named and subject_key not in header:
+        subject_key = None
+    require(path, {"--label-column": label_key, "--subject-column": subject_key, "--body-column": body_key})
     n = 0
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError:
-                raise ConfigError(f"{path}:{lineno}: not a JSON object") from None
-            if not isinstance(item, dict):
-                raise ConfigError(f"{path}:{lineno}: not a JSON object")
-            label = _label(item.get(label_key))
-            if label is None:
-                continue
-            yield Row(_text(item.get("subject")), _text(item.get("body")), label)
-            n += 1
-            if limit and n >= limit:
-                return
+    for _lineno, item in records(path, "--from"):
+        label = _label(item.get(label_key))
+        if label is None:
+            continue
+        yield Row(_text(item.get(subject_key)) if subject_key else None, _text(item.get(body_key)), label)
+        n += 1
+        if limit and n >= limit:
+            return
 
 
 def read_table(settings, args) -> Iterable[Row]:

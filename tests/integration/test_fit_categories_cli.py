@@ -61,3 +61,63 @@ def test_fit_then_eval_through_the_cli(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("INFERENCE_CATEGORY_HEAD", str(tmp_path / "missing.npz"))
     assert main(["eval", "--set", str(new)]) == 2  # a configuration error, named
     assert "fit-categories" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_csv_export_fits_the_same_head_as_its_json_lines_twin(tmp_path, monkeypatch, capsys):
+    # a help desk's export: its own column names, Excel's byte-order mark and `;`, a text spanning lines
+    import csv
+
+    rows = [
+        {"Subject": f"ticket {k}", "Description": f"{phrases[k % 3]};\n order {1000 + k}.", "Group": q}
+        for q, phrases in QUEUES.items()
+        for k in range(10)
+    ]
+    with (tmp_path / "export.csv").open("w", encoding="utf-8-sig", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["Subject", "Description", "Group"], delimiter=";")
+        writer.writeheader()
+        writer.writerows(rows)
+    twin = tmp_path / "twin.jsonl"
+    twin.write_text(
+        "".join(
+            json.dumps({"subject": r["Subject"], "body": r["Description"], "queue": r["Group"]}) + "\n" for r in rows
+        )
+    )
+    monkeypatch.setenv("INFERENCE_DEVICE", "cpu")
+    monkeypatch.setenv("INFERENCE_CACHE_DIR", str(tmp_path / "cache"))
+    columns = ["--label-column", "Group", "--subject-column", "Subject", "--body-column", "Description"]
+
+    assert (
+        main(
+            [
+                "fit-categories",
+                "--from",
+                str(tmp_path / "export.csv"),
+                *columns,
+                "--out",
+                str(tmp_path / "a.npz"),
+                "--json",
+            ]
+        )
+        == 0
+    )
+    from_csv = json.loads(capsys.readouterr().out)
+    assert (
+        main(
+            [
+                "fit-categories",
+                "--from",
+                str(twin),
+                "--label-column",
+                "queue",
+                "--out",
+                str(tmp_path / "b.npz"),
+                "--json",
+            ]
+        )
+        == 0
+    )
+    from_jsonl = json.loads(capsys.readouterr().out)
+
+    assert from_csv["labels"] == sorted(QUEUES) and from_csv["held_out"] == from_jsonl["held_out"]
+    assert from_csv["tickets"] == from_jsonl["tickets"] == 30

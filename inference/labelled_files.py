@@ -1,0 +1,111 @@
+"""Labelled tickets from a file: JSON Lines, or CSV/TSV as help desks and spreadsheets export them.
+
+Used by `fit-categories --from FILE` and `eval --set FILE`. A file whose name ends in .csv or .tsv is read as
+delimited text: a header row naming the columns, UTF-8 (with or without the byte-order mark Excel writes),
+fields quoted as RFC 4180 has them (a quoted field may span lines), the delimiter a comma, a semicolon (the
+export of a spreadsheet in a locale whose decimal mark is a comma) or a tab, told from the header line. Any
+other file is JSON Lines: one object per line. Either way each record is a mapping of column (or key) names to
+values; errors name the file, the line and the column, never a value (ticket text is personal data).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from inference.errors import ConfigError
+
+DELIMITED = {".csv": ",", ".tsv": "\t"}
+DELIMITERS = ",;\t"
+MAX_FIELD_CHARS = 64 * 2**20  # one ticket's text; the csv module's own limit (128 KiB) is below big e-mails
+
+
+def is_delimited(path: Path) -> bool:
+    return path.suffix.lower() in DELIMITED
+
+
+def records(path: Path, flag: str) -> Iterator[tuple[int, dict]]:
+    """(line number, record) for each record of the file; `flag` names the option that gave the file."""
+    if not path.is_file():
+        raise ConfigError(f"{flag} {path}: no such file")
+    try:
+        yield from (_delimited(path) if is_delimited(path) else _json_lines(path))
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc) from None
+
+
+def _not_utf8(path: Path, exc: UnicodeDecodeError) -> ConfigError:
+    return ConfigError(f"{path}: not UTF-8 text (byte {exc.start} of a line): export or save it as UTF-8")
+
+
+def columns(path: Path) -> list[str] | None:
+    """The header of a CSV/TSV file (None for JSON Lines, whose keys vary by line)."""
+    if not is_delimited(path):
+        return None
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            delimiter = _delimiter(path, fh.readline())
+            fh.seek(0)
+            return next(csv.reader(fh, delimiter=delimiter), [])
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc) from None
+
+
+def require(path: Path, wanted: dict[str, str | None]) -> None:
+    """A CSV/TSV file must have each wanted column ({option: column}); JSON Lines are checked per line."""
+    header = columns(path)
+    if header is None:
+        return
+    missing = [f"{option} {name!r}" for option, name in wanted.items() if name is not None and name not in header]
+    if missing:  # the header is not shown: a file without one would show a ticket's text
+        raise ConfigError(
+            f"{path}: no column for {', '.join(missing)} among the {len(header)} of its first line (a header row "
+            "naming the columns is required; name yours with the options)"
+        )
+
+
+def _delimiter(path: Path, header_line: str) -> str:
+    if path.suffix.lower() == ".tsv":
+        return "\t"
+    counts = {d: header_line.count(d) for d in DELIMITERS}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] else DELIMITED[".csv"]
+
+
+def _delimited(path: Path) -> Iterator[tuple[int, dict]]:
+    if csv.field_size_limit() < MAX_FIELD_CHARS:
+        csv.field_size_limit(MAX_FIELD_CHARS)
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        delimiter = _delimiter(path, fh.readline())
+        fh.seek(0)
+        reader = csv.DictReader(fh, delimiter=delimiter, strict=True)
+        try:
+            for row in reader:
+                if None in row:  # more fields than the header names
+                    raise ConfigError(f"{path}:{reader.line_num}: more fields than the header has columns")
+                if any(v not in (None, "") for v in row.values()):
+                    yield reader.line_num, row
+        except csv.Error as exc:
+            raise ConfigError(f"{path}:{reader.line_num}: not valid CSV ({_csv_reason(exc)})") from None
+
+
+def _csv_reason(exc: csv.Error) -> str:
+    """The csv module's reason without any quoted field content."""
+    text = str(exc)
+    return text.split(":", 1)[0] if "'" in text or '"' in text else text
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
+    with path.open(encoding="utf-8-sig") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:
+                raise ConfigError(f"{path}:{lineno}: not a JSON object") from None
+            if not isinstance(item, dict):
+                raise ConfigError(f"{path}:{lineno}: not a JSON object")
+            yield lineno, item

@@ -1,0 +1,108 @@
+"""Labelled tickets from files as help desks export them (inference.labelled_files): CSV with Excel's BOM and
+`;`, quoted fields across lines, TSV, big e-mails, and the errors (file, line, column; never a value)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from inference.errors import ConfigError
+from inference.examples import EVAL_SET, load_examples
+from inference.fit_categories import read_file
+
+ROWS = [
+    {
+        "subject": "Charged twice",
+        "body": 'I was billed twice; "again"!\nSecond line, with a comma.',
+        "queue": "Billing",
+    },
+    {"subject": "", "body": "Passwort vergessen – Grüße", "queue": "Access"},
+    {"subject": "Where is my parcel", "body": "Order 1234 has not arrived.", "queue": ""},  # unlabelled: passed over
+    {"subject": "App crashes", "body": "x" * 300_000, "queue": "Tech"},  # above the csv module's 128 KiB default
+]
+
+
+def write_csv(path, rows, delimiter=",", bom=False):
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]), delimiter=delimiter, lineterminator="\r\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + out.getvalue().encode("utf-8"))
+    return path
+
+
+def expected(rows):
+    return [(r["subject"], r["body"], r["queue"]) for r in rows if r["queue"]]
+
+
+@pytest.mark.parametrize(
+    ("name", "delimiter", "bom"),
+    [("h.csv", ",", False), ("h.csv", ";", True), ("h.CSV", "\t", True), ("h.tsv", "\t", False)],
+)
+def test_a_csv_export_reads_as_its_json_lines_twin(tmp_path, name, delimiter, bom):
+    path = write_csv(tmp_path / name, ROWS, delimiter, bom)
+    jsonl = tmp_path / "h.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+
+    from_csv = [(r.subject, r.body, r.label) for r in read_file(path, "queue")]
+
+    assert from_csv == [(r.subject, r.body, r.label) for r in read_file(jsonl, "queue")] == expected(ROWS)
+
+
+def test_other_column_names_and_no_subject(tmp_path):
+    rows = [{"Ticket text": r["body"], "Assigned queue": r["queue"]} for r in ROWS]
+    path = write_csv(tmp_path / "zendesk.csv", rows)
+
+    read = list(read_file(path, "Assigned queue", subject_key=None, body_key="Ticket text"))
+    unnamed = list(read_file(path, "Assigned queue", body_key="Ticket text"))  # no `subject` column: none
+
+    assert [(r.subject, r.body, r.label) for r in read] == [(None, b, q) for _, b, q in expected(ROWS)]
+    assert unnamed == read
+    with pytest.raises(ConfigError, match="no column for --subject-column 'subject'"):
+        list(read_file(path, "Assigned queue", body_key="Ticket text", subject_named=True))
+
+
+def test_a_missing_column_is_named_never_a_value(tmp_path):
+    path = write_csv(tmp_path / "h.csv", ROWS)
+    with pytest.raises(ConfigError, match=r"no column for --label-column 'category' among the 3 of its first line"):
+        list(read_file(path, "category"))
+    headless = tmp_path / "headless.csv"  # its first row is a ticket, taken for the header
+    headless.write_text(write_csv(tmp_path / "h2.csv", ROWS[1:]).read_text().split("\n", 1)[1])
+    with pytest.raises(ConfigError, match="no column for --label-column 'queue'") as refused:
+        list(read_file(headless, "queue", subject_key=None))
+    assert "Passwort" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (b"subject,body,queue\na,b,c,d\n", r"h.csv:2: more fields than the header has columns"),
+        (b'subject,body,queue\na,"secret text,c\n', r"h.csv:\d+: not valid CSV"),
+        ("subject,body,queue\na,Gr\u00fc\u00dfe,c\n".encode("latin-1"), r"not UTF-8 text .*save it as UTF-8"),
+    ],
+)
+def test_broken_files_are_refused_with_the_line_never_a_value(tmp_path, content, error):
+    path = tmp_path / "h.csv"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=error) as refused:
+        list(read_file(path, "queue"))
+    assert "secret" not in str(refused.value) and "Gr" not in str(refused.value)
+
+
+def test_eval_sets_may_be_csv(tmp_path):
+    examples = load_examples(EVAL_SET)[:40]
+    rows = [
+        {"id": e.id, "subject": e.subject or "", "body": e.body, "label": e.label, "lang": e.lang} for e in examples
+    ]
+    path = write_csv(tmp_path / "eval.csv", rows, ";", bom=True)
+    assert load_examples(path) == [
+        type(e)(e.id, e.subject or "", e.body, e.label, e.lang) for e in examples
+    ]  # an empty CSV field reads as "" where JSON had null: the same ticket text
+    no_ids = write_csv(tmp_path / "no_ids.csv", [{"body": r["body"], "label": r["label"]} for r in rows])
+    ids = [e.id for e in load_examples(no_ids)]  # the line each row ends on
+    assert len(set(ids)) == len(rows) and ids[0] == "line-2" and all(i.startswith("line-") for i in ids)
+    with pytest.raises(ConfigError, match=r"no column for body 'body'"):
+        load_examples(write_csv(tmp_path / "bad.csv", [{"text": "a", "label": "billing"}]))
