@@ -25,15 +25,16 @@ SPEC = "inference.spec"  # the dataclass field metadata key holding an Env or an
 
 # Limits more than one declaration shares.
 # A ticket ID a run may name: up to 128 characters (so at most 512 bytes of UTF-8, the widest key our tables
-# hold), as help desks write them (SUP-1234, INC 0012345, EU/2026/42, #1234, <id@mail.example>, any script), but
-# no quote, semicolon, backslash, control character or line separator (IDs go into logs and messages as they
-# are), and no space at either end. One pattern for the task (Python's re) and the form (JSON Schema).
+# hold), as help desks write their keys (SUP-1234, EU/2026/42, #1234, a mail Message-ID without its brackets,
+# letters of any script), but nothing SQL-shaped (reliability catalogue, 8): no whitespace, control character,
+# quote or SQL punctuation, and no "--". SQL only ever sees IDs as bind parameters; this is the operator check.
+# One pattern for the task (Python's re) and the form (JSON Schema).
 TICKET_ID_MAX_LENGTH = 128
-TICKET_ID_PATTERN = r"(?=\S)(?!.*\s$)[^'" '"' r"`;\\\x00-\x1f\x7f-\x9f\u2028\u2029]{1," f"{TICKET_ID_MAX_LENGTH}}}"
+TICKET_ID_PATTERN = r"(?!.*--)[^\s'" '"' r"`;\\=()*%,|<>&^$?!~\[\]{}\x00-\x1f\x7f-\x9f]{1," f"{TICKET_ID_MAX_LENGTH}}}"
 TICKET_ID = re.compile(TICKET_ID_PATTERN)  # use with fullmatch
 TICKET_ID_TEXT = (
-    f"1-{TICKET_ID_MAX_LENGTH} characters without quotes, semicolons, backslashes or control characters, "
-    "and no space at either end"
+    f"1-{TICKET_ID_MAX_LENGTH} characters: letters and digits of any script and _ . : - # / @ + "
+    "(no whitespace, quotes, control characters, other SQL punctuation or --)"
 )
 MAX_TICKET_IDS = 10_000
 # Logical dates a run may name. Whole years, so the form's pattern can hold the range (format "date"
@@ -247,7 +248,8 @@ class Option:
             return {"type": ["null", "integer"], "exclusiveMinimum": self.low - 1, "exclusiveMaximum": self.high + 1}
         if self.kind == "bool":
             return {"type": "boolean"}
-        item = {"type": "string", "pattern": f"^{TICKET_ID_PATTERN}$"}
+        # (?![\s\S]) is the end of the value in Python's re and JavaScript alike; $ would let "1\n" through in re
+        item = {"type": "string", "pattern": f"^{TICKET_ID_PATTERN}(?![\\s\\S])"}
         return {"type": ["null", "array"], "items": item, "maxItems": MAX_TICKET_IDS}
 
     def parse(self, value: object) -> Any:
