@@ -5,7 +5,7 @@ anything is written.
 
 Cases: duplicate IDs (a view over a join, an import), IDs of other shapes (untyped SQLite columns, `id + 0`
 views, mixed types, long IDs, NULL IDs, non-integers in an INTEGER column, `limit` order), a table without a
-subject column, timestamps (text with
+subject column, mixed-case names as ORMs create them, timestamps (text with
 offsets, naive in a zone, Unix times in any unit, a non-UTC database, DST), `updated_at` going backwards, two
 model versions, deleted tickets, invisible-only text, scrambled engine outputs and staged rows without a run
 item. Memory with big tickets is in test_source_memory.py.
@@ -270,6 +270,35 @@ def test_named_ids_the_column_cannot_hold_are_reported_missing(db_engine, shapes
     summary = s.run(settings, "run-1", W, RunOptions(ticket_ids=("abc", "2", "99999999999999999999999")))
 
     assert (summary["status"], summary["backlog"], summary["succeeded"]) == ("succeeded", 1, 1)
+
+
+def test_mixed_case_names_as_orms_create_them(db_engine, shapes):
+    # Prisma, Rails and .NET name tables and columns in mixed case ("Ticket", "createdAt"); Prisma's DateTime is
+    # timestamp(3) without time zone, and its IDs are text (cuid)
+    ts = "TIMESTAMP(3) WITHOUT TIME ZONE" if shapes.pg else "TEXT"
+    shapes.table('"Ticket"', f'id TEXT PRIMARY KEY, title TEXT, description TEXT, "createdAt" {ts}, "updatedAt" {ts}')
+    naive = AT.replace(tzinfo=None)
+    shapes.insert(
+        "Ticket",
+        [
+            {
+                "id": f"clx{k:04d}abcd",
+                "title": text(k)[0],
+                "description": text(k)[1],
+                "createdAt": naive,
+                "updatedAt": naive,
+            }
+            for k in range(1, 6)
+        ],
+    )
+    columns = dict(ticket_id="id", subject="title", body="description", created_at="createdAt", updated_at="updatedAt")
+
+    summary = s.run(s.settings(db_engine, "Ticket", columns=columns), "run-1", W)
+
+    assert (summary["status"], summary["succeeded"]) == ("succeeded", 5)
+    assert {k: r.content_hash for k, r in s.results(db_engine).items()} == {
+        f"clx{k:04d}abcd": s.digest(*text(k)) for k in range(1, 6)
+    }
 
 
 ODD_IDS = ["INC0012345", "EU/2026/42", "#1234", "CAF+x7@mail.example", "Tíquet-7", "工单-8", "SUP-1234"]
