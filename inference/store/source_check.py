@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from inference.errors import ConfigError
 from inference.store.source_keys import id_problem
-from inference.store.source_time import UNIX_FROM, UNIX_TIME, UNIX_UNTIL, in_unix_spans, is_utc
-from inference.store.text_time import TEXT_SHAPES, reading
+from inference.store.source_time import UNIX_FROM, UNIX_TIME, UNIX_UNTIL, in_unix_spans, is_utc, text_reading
+from inference.store.text_time import TEXT_SHAPES
 
 if TYPE_CHECKING:
     from inference.store.source import Source
@@ -163,7 +163,7 @@ def check_text_stamps(source: Source, conn: sa.Connection, name: str, env_name: 
 
 def _reading(value: object, order: str | None) -> str:
     if isinstance(value, str):
-        return reading(value, order)
+        return text_reading(value, order)
     return "unreadable"  # SQLite: a blob, or a number that is no plausible Unix time
 
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import math
+import re
 import zoneinfo
 from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
 
-from inference.store.text_time import parse_text_time
+from inference.store.text_time import parse_text_time, reading
 from inference.window import UTC
 
 UNIX_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -68,15 +69,41 @@ def from_unix(value: int | float | Decimal) -> dt.datetime:
     raise ValueError(f"a number that is not {UNIX_TIME}")
 
 
+_UNIX_TEXT = re.compile(r"\s*([0-9]{1,20}(?:\.[0-9]{1,9})?)\s*", re.ASCII)
+
+
+def unix_text(text: str) -> dt.datetime | None:
+    """A Unix time written as digits (as CSV imports into text columns and JSON APIs leave it: "1796004000",
+    "1796004000123", "1796004000.25"): its instant, by magnitude as for numbers; None for text of another shape;
+    ValueError for digits that are no plausible Unix time (a compact date such as 20261130 among them)."""
+    m = _UNIX_TEXT.fullmatch(text)
+    if m is None:
+        return None
+    return from_unix(Decimal(m[1]) if "." in m[1] else int(m[1]))
+
+
+def text_reading(text: str, order: str | None = None) -> str:
+    """`text_time.reading` for a text timestamp column's value, Unix times written as digits included."""
+    try:
+        if unix_text(text) is not None:
+            return "read"
+    except ValueError:
+        return "unreadable"
+    return reading(text, order)
+
+
 def to_instant(value: Any, zone: dt.tzinfo, order: str | None = None) -> dt.datetime | None:
-    """A source timestamp as an aware UTC datetime; naive values are in `zone`, numbers are Unix times (UTC),
-    text is ISO-8601 or another shape of inference.store.text_time (`order`: its date order, dmy or mdy).
-    ValueError if unreadable."""
+    """A source timestamp as an aware UTC datetime; naive values are in `zone`, numbers (and digits in text) are
+    Unix times (UTC), other text is ISO-8601 or another shape of inference.store.text_time (`order`: its date
+    order, dmy or mdy). ValueError if unreadable."""
     if value is None:
         return None
     if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
         return from_unix(value)
     if isinstance(value, str):
+        unix = unix_text(value)
+        if unix is not None:
+            return unix
         value = parse_text_time(value, order)
     elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         value = dt.datetime.combine(value, dt.time())

@@ -208,5 +208,6 @@ def _zone(m: dict[str, str | None]) -> dt.tzinfo | None:
 
 TEXT_SHAPES = (  # for messages
     "ISO-8601 text, RFC 2822 text, a numeric date with slashes, dots or dashes and a four-digit year, or an "
-    "English month name, each with an optional time and zone (README: Text timestamps in other shapes)"
+    "English month name, each with an optional time and zone, or a Unix time written as digits (README: Text "
+    "timestamps in other shapes)"
 )

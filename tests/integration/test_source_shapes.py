@@ -389,6 +389,11 @@ def _zone_named(instant: dt.datetime, k: int) -> str:
 
 
 # shape -> (TICKETS_SOURCE_DATE_ORDER, instant -> the text another application wrote for it)
+def _unix_digits(instant: dt.datetime, k: int) -> str:
+    micros = (instant - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+    return str(micros) if k % 2 else f"{micros // 10**6}.{micros % 10**6:06d}"
+
+
 OTHER_TEXT = {
     "RFC 2822": (None, lambda t, k: _rfc2822(t, (5, -2, 0, 0, 5.5, 0, 14, -5)[k - 1])),
     "day first": ("dmy", lambda t, k: f"{t:%d/%m/%Y %H:%M:%S}.{t.microsecond:06d}"),  # naive UTC
@@ -397,6 +402,8 @@ OTHER_TEXT = {
     "month names": (None, lambda t, k: f"{t:%a, %b} {t.day}, {t:%Y} at {_twelve_hour(t)} UTC"),
     "clock before the year": (None, lambda t, k: f"{t:%a %b %d %H:%M:%S} GMT {t:%Y}"),  # Java's Date.toString
     "zone names": (None, lambda t, k: _zone_named(t, k)),
+    # Unix times left as text by a CSV import or a JSON API: seconds with a fraction, or microseconds
+    "Unix times as digits": (None, lambda t, k: _unix_digits(t, k)),
     # after a migration: ISO and RFC 2822 in one column, and ISO with a leading space (no text range holds it)
     "mixed": (
         None,
@@ -602,7 +609,7 @@ UNREADABLE_TEXT = {  # shape -> (TICKETS_SOURCE_DATE_ORDER, the value)
     "garbage": (None, "soon"),
     "two-digit year": (None, "30/11/26 05:00"),
     "a zone of many meanings": (None, "2026-11-30 05:00 IST"),
-    "digits as text": (None, "1764468000"),
+    "digits of no Unix time": (None, "20261130"),  # a compact date: 1970-08-23 as seconds, no plausible unit
     "against the date order": ("mdy", "30/11/2026 05:00"),
 }
 
@@ -616,7 +623,7 @@ def test_unreadable_timestamps_are_refused_at_start_naming_the_column(db_engine,
         )
         value = True if shape == "wrong type" else 42
         shapes.insert("src", [dict(ticket_id=1, subject="a", body="b", created_at=AT, updated_at=value)])
-    else:  # text that is no readable timestamp, a Unix time as text included
+    else:  # text that is no readable timestamp
         shapes.tickets_table(ts="TEXT")
         order, value = UNREADABLE_TEXT[shape]
         shapes.insert("src", [*rows([1, 2]), dict(ticket_id=3, subject="a", body="b", created_at=AT, updated_at=value)])

@@ -4,10 +4,11 @@ every value without exactly one reading refused."""
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 import pytest
 
-from inference.store.source_time import to_instant
+from inference.store.source_time import text_reading, to_instant
 from inference.store.text_time import parse_text_time, reading
 
 UTC = dt.UTC
@@ -72,7 +73,7 @@ def test_each_shape_reads_to_what_it_means(text, expected):
     [
         "",
         "soon",
-        "1764468000",  # a Unix time as text: which unit? refused, as text
+        "1764468000",  # digits are no text shape: source_time reads them as Unix times (below)
         "30/11/26 05:00",  # two-digit year: which century?
         "5:00 PM",  # no date
         "2026-02-30",  # no such day
@@ -131,3 +132,27 @@ def test_a_zone_name_reads_local_time_there_across_dst():
     assert to_instant(f"2026-07-01 12:00 {berlin}", UTC) == at(2026, 7, 1, 10, offset=0)  # CEST
     assert to_instant(f"2026-11-30 12:00 {berlin}", UTC) == at(2026, 11, 30, 11, offset=0)  # CET
     assert to_instant(f"2026-10-25 02:30 {berlin}", UTC) == at(2026, 10, 25, 0, 30, offset=0)  # first occurrence
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1796004000", at(2026, 11, 30, 2, offset=0)),  # seconds
+        ("1796004000.25", at(2026, 11, 30, 2, 0, 0, 250000, offset=0)),
+        ("1796004000123", at(2026, 11, 30, 2, 0, 0, 123000, offset=0)),  # milliseconds
+        (" 1796004000123456 ", at(2026, 11, 30, 2, 0, 0, 123456, offset=0)),  # microseconds
+        ("1796004000123456789", at(2026, 11, 30, 2, 0, 0, 123456, offset=0)),  # nanoseconds, cut to µs
+    ],
+)
+def test_unix_times_written_as_digits_read_by_magnitude_as_numbers_do(text, expected):
+    # CSV imports into text columns and JSON APIs leave Unix times as text
+    number = Decimal(text) if "." in text else int(text)  # as a number column would hold it
+    assert to_instant(text, UTC) == expected == to_instant(number, UTC)
+    assert text_reading(text) == "read"
+
+
+@pytest.mark.parametrize("text", ["20261130", "0", "42", "1.5", "-1796004000", "1796004000e3", "1_796_004_000"])
+def test_digits_of_no_plausible_unix_time_are_refused(text):
+    with pytest.raises(ValueError):
+        to_instant(text, UTC)
+    assert text_reading(text) == "unreadable"
