@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 from inference.textprep import model_input
 
-INPUT_POLICY = "html-mail-tail-cut-2"  # `ticket_text`'s version, part of the model version (2: HTML read as text)
+# `ticket_text`'s version, part of the model version (2: HTML read as text; 3: raw MIME messages read as mail)
+INPUT_POLICY = "mime-html-mail-tail-cut-3"
 
 _QUOTE_HEADERS = [
     re.compile(r"^\s*-{2,}\s*(original message|forwarded message)\s*-{2,}", re.I),

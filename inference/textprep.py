@@ -15,6 +15,10 @@ Policy, per case (tested in tests/unit/test_textprep.py):
   entities decoded); only its first `HTML_EXPANSION` x `max_chars` characters are read (flagged `truncated`
   when there is more). Such a ticket whose markup shows nothing is skipped as `empty_input` by the model
   step (plan counts it as text: `has_text` looks at characters, not markup).
+- A raw e-mail message (a header block with MIME-Version or Content-Type, then MIME parts in quoted-printable
+  or base64, attachments) becomes what a mail client shows (`inference.mimetext`): its text/plain part, else
+  its text/html part read as HTML; headers, encodings and attachments are dropped. Only its first
+  `HTML_EXPANSION` x `max_chars` characters are read, as for HTML.
 - Longer than `max_chars`: cut before tokenization and the result is flagged `truncated`; the tokenizer
   also truncates to the model's max length and flags it the same way.
 The content hash covers the raw subject and body, byte-exact, so any edit is seen.
@@ -27,6 +31,7 @@ import re
 from json.encoder import encode_basestring as _encode_basestring
 
 from inference.htmltext import html_to_text, looks_like_html
+from inference.mimetext import looks_like_mime, mime_to_text
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -100,7 +105,10 @@ def model_input(subject: str | None, body: str | None, max_chars: int) -> tuple[
         if not part:
             continue
         head = part[: max_chars * HTML_EXPANSION]
-        if looks_like_html(head):
+        if looks_like_mime(head):
+            cut = cut or len(head) < len(part)
+            part = mime_to_text(head)
+        elif looks_like_html(head):
             cut = cut or len(head) < len(part)
             part = html_to_text(head)
         parts.append(_clean(part).strip())

@@ -1,13 +1,18 @@
 """Tickets as HTML e-mail replies, the way three common mail clients write them (Gmail, Outlook, Apple Mail),
 for the quality test and benchmark of the input policy's HTML reading (`inference.htmltext`): the customer's
 message, then the client's quoted earlier message (another ticket's text), all in the client's markup.
-Synthetic: the markup follows what those clients send; the words are the labelled sets' own."""
+Synthetic: the markup follows what those clients send; the words are the labelled sets' own.
+
+`mime_mail_set`: the same replies as raw e-mail messages, as a help desk that keeps the message as it arrived
+stores them (`inference.mimetext`): headers, a quoted-printable text/plain part and a base64 text/html part,
+some with a PDF attachment, some HTML only."""
 
 from __future__ import annotations
 
 import html
 import random
 from collections.abc import Sequence
+from email.message import EmailMessage
 
 STYLES = ("gmail", "outlook", "apple")
 
@@ -57,4 +62,38 @@ def html_mail_set(examples: Sequence, seed: int = 7) -> list[tuple[str | None, s
     for k, e in enumerate(examples):
         other = rng.choice([x for x in examples if x.label != e.label])
         out.append((e.subject, as_html_mail(e.body or "", other.body or "", STYLES[k % len(STYLES)])))
+    return out
+
+
+def as_mime_mail(own: str, quoted: str, style: str, subject: str | None, k: int) -> str:
+    """`as_html_mail` as a raw message: multipart/alternative (text/plain in quoted-printable with the quote as
+    "> " lines, text/html in base64), every other one with a PDF attached, every third one HTML only."""
+    message = EmailMessage()
+    message["From"] = "Jane Doe <jane.doe@example.org>"
+    message["To"] = "Support <support@example.com>"
+    message["Subject"] = f"Re: {subject or 'your request'}"
+    message["Date"] = "Tue, 04 Nov 2026 09:15:00 +0100"
+    message["Message-ID"] = f"<mail-{k}@example.org>"
+    markup = as_html_mail(own, quoted, style)
+    if k % 3 == 2:
+        message.set_content(markup, subtype="html", cte="base64")
+    else:
+        quote = "\n".join(f"> {line}" for line in quoted.split("\n"))
+        plain = f"{own}\n\nOn Mon, Nov 3, 2026 at 10:02 AM Support <support@example.com> wrote:\n{quote}\n"
+        message.set_content(plain, cte="quoted-printable")
+        message.add_alternative(markup, subtype="html", cte="base64")
+    if k % 2:
+        message.add_attachment(
+            b"%PDF-1.4\n" + bytes(range(256)) * 8, maintype="application", subtype="pdf", filename="scan.pdf"
+        )
+    return message.as_string()
+
+
+def mime_mail_set(examples: Sequence, seed: int = 7) -> list[tuple[str | None, str]]:
+    """`html_mail_set` with each body a raw e-mail message (`as_mime_mail`)."""
+    rng = random.Random(seed)
+    out = []
+    for k, e in enumerate(examples):
+        other = rng.choice([x for x in examples if x.label != e.label])
+        out.append((e.subject, as_mime_mail(e.body or "", other.body or "", STYLES[k % len(STYLES)], e.subject, k)))
     return out
