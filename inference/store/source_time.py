@@ -74,22 +74,21 @@ _UNIX_TEXT = re.compile(r"\s*([0-9]{1,20}(?:\.[0-9]{1,9})?)\s*", re.ASCII)
 
 def unix_text(text: str) -> dt.datetime | None:
     """A Unix time written as digits (as CSV imports into text columns and JSON APIs leave it: "1796004000",
-    "1796004000123", "1796004000.25"): its instant, by magnitude as for numbers; None for text of another shape;
-    ValueError for digits that are no plausible Unix time (a compact date such as 20261130 among them)."""
+    "1796004000123", "1796004000.25"): its instant, by magnitude as for numbers; None for any other text,
+    digits of no plausible Unix time included. Those are read as text (a compact date such as 20261130 or
+    20261130050000 lies outside every unit's span, so the two readings never compete)."""
     m = _UNIX_TEXT.fullmatch(text)
     if m is None:
         return None
-    return from_unix(Decimal(m[1]) if "." in m[1] else int(m[1]))
+    try:
+        return from_unix(Decimal(m[1]) if "." in m[1] else int(m[1]))
+    except ValueError:
+        return None
 
 
 def text_reading(text: str, order: str | None = None) -> str:
     """`text_time.reading` for a text timestamp column's value, Unix times written as digits included."""
-    try:
-        if unix_text(text) is not None:
-            return "read"
-    except ValueError:
-        return "unreadable"
-    return reading(text, order)
+    return "read" if unix_text(text) is not None else reading(text, order)
 
 
 def to_instant(value: Any, zone: dt.tzinfo, order: str | None = None) -> dt.datetime | None:

@@ -1,8 +1,9 @@
 """Source timestamps written as text: ISO-8601 (`YYYY-MM-DD[ HH:MM[:SS[.fff]]][Z|+HH:MM]`, as SQLite and most
 applications write it) and the shapes help desks, mail systems and spreadsheets export beyond it: RFC 2822 ("Mon, 30 Nov 2026 05:00:00 +0000"), numeric dates with slashes, dots or dashes
 ("30/11/2026 17:05", "11/30/2026 5:05 PM", "30.11.2026 17:05", "2026/11/30 17:05:00") and English month
-names ("Nov 30, 2026 5:05 PM", "30-Nov-2026 17:05:00", "30 November 2026"), and the clock before the year
-as C's asctime, Unix `date` and Java's Date.toString write it ("Mon Nov 30 17:05:00 UTC 2026").
+names ("Nov 30, 2026 5:05 PM", "30-Nov-2026 17:05:00", "30 November 2026"), the clock before the year
+as C's asctime, Unix `date` and Java's Date.toString write it ("Mon Nov 30 17:05:00 UTC 2026"), and ISO-8601's
+basic format as LDAP, iCalendar and SAP exports write it ("20261130T050000Z", "20261130050000", "20261130").
 
 Strict on purpose: a value is read only when it has exactly one reading. The year has four digits (two-digit
 years are refused: which century?), the time is optional (midnight), seconds and a fraction are optional,
@@ -93,9 +94,19 @@ _CLOCK_FIRST = re.compile(
 )
 
 
+# ISO-8601's basic format, as LDAP (GeneralizedTime), iCalendar and SAP exports write it: "20261130",
+# "20261130T050000Z", "20261130050000", "202611300500+0100"
+_BASIC = re.compile(
+    r"\s*(?P<ymd_y>\d{4})(?P<ymd_m>\d{2})(?P<ymd_d>\d{2})"
+    r"(?:T?(?P<hour>\d{2})(?P<minute>\d{2})(?:(?P<second>\d{2})(?:[.,](?P<fraction>\d+))?)?)?"
+    r"(?:(?P<sign>[+-])(?P<zh>\d{2})(?P<zm>\d{2})?|(?P<name>z))?\s*",
+    re.IGNORECASE,
+)
+
+
 def _fields(text: str) -> dict[str, str | None] | None:
     """The named parts of a text timestamp in one of the shapes, or None."""
-    m = _TEXT_TIME.fullmatch(text) or _CLOCK_FIRST.fullmatch(text)
+    m = _TEXT_TIME.fullmatch(text) or _CLOCK_FIRST.fullmatch(text) or _BASIC.fullmatch(text)
     return m.groupdict() if m else None
 
 
@@ -208,6 +219,6 @@ def _zone(m: dict[str, str | None]) -> dt.tzinfo | None:
 
 TEXT_SHAPES = (  # for messages
     "ISO-8601 text, RFC 2822 text, a numeric date with slashes, dots or dashes and a four-digit year, or an "
-    "English month name, each with an optional time and zone, or a Unix time written as digits (README: Text "
-    "timestamps in other shapes)"
+    "English month name, each with an optional time and zone, ISO-8601's basic format (20261130T050000Z), or a "
+    "Unix time written as digits (README: Text timestamps in other shapes)"
 )

@@ -404,6 +404,13 @@ OTHER_TEXT = {
     "zone names": (None, lambda t, k: _zone_named(t, k)),
     # Unix times left as text by a CSV import or a JSON API: seconds with a fraction, or microseconds
     "Unix times as digits": (None, lambda t, k: _unix_digits(t, k)),
+    # ISO-8601's basic format, as LDAP, iCalendar and SAP exports write it
+    "basic format": (
+        None,
+        lambda t, k: (
+            f"{t:%Y%m%d%H%M%S}.{t.microsecond:06d}Z" if k % 2 else f"{t:%Y%m%dT%H%M%S},{t.microsecond:06d}+0000"
+        ),
+    ),
     # after a migration: ISO and RFC 2822 in one column, and ISO with a leading space (no text range holds it)
     "mixed": (
         None,
@@ -609,7 +616,7 @@ UNREADABLE_TEXT = {  # shape -> (TICKETS_SOURCE_DATE_ORDER, the value)
     "garbage": (None, "soon"),
     "two-digit year": (None, "30/11/26 05:00"),
     "a zone of many meanings": (None, "2026-11-30 05:00 IST"),
-    "digits of no Unix time": (None, "20261130"),  # a compact date: 1970-08-23 as seconds, no plausible unit
+    "digits of no Unix time": (None, "20261330"),  # no Unix time (1970 as seconds), no date (month 13)
     "against the date order": ("mdy", "30/11/2026 05:00"),
 }
 

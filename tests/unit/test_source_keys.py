@@ -77,7 +77,7 @@ def test_iso_text_timestamps(text, instant):
     assert to_instant(text, UTC) == instant
 
 
-@pytest.mark.parametrize("text", ["2026-11-30 03:00:00.", "2026-02-30 03:00", "20261130", "now", ""])
+@pytest.mark.parametrize("text", ["2026-11-30 03:00:00.", "2026-02-30 03:00", "20261330", "now", ""])
 def test_unreadable_text_timestamps_raise(text):  # other text shapes: tests/unit/test_text_time.py
     with pytest.raises(ValueError):
         to_instant(text, UTC)

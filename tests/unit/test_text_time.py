@@ -151,7 +151,23 @@ def test_unix_times_written_as_digits_read_by_magnitude_as_numbers_do(text, expe
     assert text_reading(text) == "read"
 
 
-@pytest.mark.parametrize("text", ["20261130", "0", "42", "1.5", "-1796004000", "1796004000e3", "1_796_004_000"])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [  # ISO-8601's basic format (LDAP, iCalendar, SAP): outside every Unix unit's span, so never a Unix time
+        ("20261130", at(2026, 11, 30)),
+        ("20261130T050000Z", at(2026, 11, 30, 5, offset=0)),
+        ("20261130050000", at(2026, 11, 30, 5)),
+        ("202611300500+0100", at(2026, 11, 30, 5, offset=1)),
+        ("20261130T050000,25-0500", at(2026, 11, 30, 5, 0, 0, 250000, offset=-5)),
+    ],
+)
+def test_the_basic_format_reads_as_the_date_it_writes(text, expected):
+    got = to_instant(text, UTC)
+    assert got == expected.astimezone(UTC) if expected.tzinfo else got == expected.replace(tzinfo=UTC)
+    assert text_reading(text) == "read"
+
+
+@pytest.mark.parametrize("text", ["20261330", "0", "42", "1.5", "-1796004000", "1796004000e3", "1_796_004_000"])
 def test_digits_of_no_plausible_unix_time_are_refused(text):
     with pytest.raises(ValueError):
         to_instant(text, UTC)
