@@ -62,9 +62,12 @@ def from_unix(value: int | float | Decimal) -> dt.datetime:
         raise ValueError("not a finite number")
     for (lo, hi), per_second in zip(_PLAUSIBLE, UNIX_UNITS, strict=True):
         if lo <= value < hi:
-            micros = (
-                value * 10**6 // per_second if isinstance(value, int) else round(Decimal(value) * 10**6 / per_second)
-            )
+            if isinstance(value, int):
+                micros = value * 10**6 // per_second
+            elif isinstance(value, float):  # a binary fraction: the nearest microsecond (.1234559999... is .123456)
+                micros = round(Decimal(value) * 10**6 / per_second)
+            else:  # a decimal is exact: cut to the microsecond, as integers are
+                micros = math.floor(Decimal(value) * 10**6 / per_second)
             return UNIX_EPOCH + dt.timedelta(microseconds=int(micros))
     raise ValueError(f"a number that is not {UNIX_TIME}")
 

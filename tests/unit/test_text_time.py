@@ -142,6 +142,7 @@ def test_a_zone_name_reads_local_time_there_across_dst():
         ("1796004000123", at(2026, 11, 30, 2, 0, 0, 123000, offset=0)),  # milliseconds
         (" 1796004000123456 ", at(2026, 11, 30, 2, 0, 0, 123456, offset=0)),  # microseconds
         ("1796004000123456789", at(2026, 11, 30, 2, 0, 0, 123456, offset=0)),  # nanoseconds, cut to µs
+        ("1796004000.1234567", at(2026, 11, 30, 2, 0, 0, 123456, offset=0)),  # cut as well, never rounded up
     ],
 )
 def test_unix_times_written_as_digits_read_by_magnitude_as_numbers_do(text, expected):
