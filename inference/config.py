@@ -292,8 +292,8 @@ class Settings:
     fewshot_file: str | None = env(
         "INFERENCE_FEWSHOT",
         None,
-        "JSON Lines of labelled tickets the default category head is fitted on (comma-separated files); `none`: "
-        "the taxonomy descriptions only",
+        "files of labelled tickets the default category head is fitted on (JSON Lines, or CSV/TSV with a header; "
+        "comma-separated paths); `none`: the taxonomy descriptions only",
         kind=str,
         shown="the bundled examples",
     )

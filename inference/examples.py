@@ -38,7 +38,7 @@ BUNDLED_EXAMPLES = (FEWSHOT, DEV_SET)  # the default category head's training da
 
 def load_example_files(spec: str | None, labels: set[str]) -> list[Example]:
     """INFERENCE_FEWSHOT: unset = the bundled files, "none" = no examples (the taxonomy descriptions
-    only), else comma-separated JSON Lines files."""
+    only), else comma-separated files (JSON Lines, or CSV/TSV with a header)."""
     if spec == "none":
         return []
     paths = BUNDLED_EXAMPLES if not spec else [p.strip() for p in spec.split(",") if p.strip()]
