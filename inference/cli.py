@@ -95,6 +95,12 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--set", default="eval", help="eval, dev (cross-validated) or a labelled JSON Lines or CSV/TSV file"
     )
+    ev.add_argument("--label-column", default="label", help="the label's key or column in --set FILE (default: label)")
+    ev.add_argument("--body-column", default="body", help="the body's key or column in --set FILE (default: body)")
+    ev.add_argument(
+        "--subject-column",
+        help="the subject's key or column in --set FILE (default: subject, if there); none: no subject",
+    )
     ev.add_argument("--json", action="store_true", help="machine-readable output")
     ev.add_argument("--summaries", action="store_true", help="also the summary shares (greeting, quote, agreement)")
 
@@ -262,9 +268,14 @@ def _bench(settings, args) -> int:
 
 
 def _eval(settings, args) -> int:
+    from inference.config import subject_column
     from inference.evaluate import evaluate, render
+    from inference.examples import Columns
 
-    report = evaluate(settings, args.set, summaries=args.summaries)
+    subject = subject_column(args.subject_column or "subject", args.body_column)
+    named = args.subject_column is not None
+    columns = Columns(label=args.label_column, body=args.body_column, subject=subject, subject_named=named)
+    report = evaluate(settings, args.set, summaries=args.summaries, columns=columns)
     print(json.dumps(report, sort_keys=True) if args.json else render(report))
     return 0
 

@@ -38,13 +38,15 @@ from inference.category_fit import (
 )
 from inference.config import Settings
 from inference.errors import ConfigError
-from inference.examples import DEV_SET, EVAL_SET, load_examples
+from inference.examples import DEV_SET, EVAL_SET, Columns, load_examples
 
 SETS = {"eval": EVAL_SET, "dev": DEV_SET}
 CV_FOLDS = 5
 
 
-def evaluate(settings: Settings, which: str = "eval", encoder=None, summaries: bool = False) -> dict:
+def evaluate(
+    settings: Settings, which: str = "eval", encoder=None, summaries: bool = False, columns: Columns | None = None
+) -> dict:
     """`encoder`: injected by tests (a stand-in); default the real model from `settings`. `summaries`: also
     the summary head's shares on the same tickets (`summary_shares`)."""
     from inference.heads.category import (
@@ -66,7 +68,7 @@ def evaluate(settings: Settings, which: str = "eval", encoder=None, summaries: b
     path = SETS.get(which, which)
     if not Path(path).is_file():
         raise ConfigError(f"--set {which}: no such set (eval, dev, or a JSON Lines or CSV file of labelled tickets)")
-    examples = load_examples(path)
+    examples = load_examples(path, columns=columns or Columns())
     texts = [ticket_text_of(e, encoder.max_length) for e in examples]
     digests = [text_digest(t) for t in texts]
 

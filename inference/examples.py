@@ -45,24 +45,36 @@ def load_example_files(spec: str | None, labels: set[str]) -> list[Example]:
     return [e for p in paths for e in load_examples(p, labels)]
 
 
-def load_examples(path: str | Path, labels: set[str] | None = None) -> list[Example]:
+@dataclass(frozen=True)
+class Columns:
+    """Where a labelled file keeps each field (JSON keys or CSV columns); subject None: the file has none."""
+
+    label: str = "label"
+    body: str = "body"
+    subject: str | None = "subject"
+    subject_named: bool = False  # named by the user: a CSV file must have it (else a missing one means none)
+
+
+def load_examples(path: str | Path, labels: set[str] | None = None, columns: Columns = Columns()) -> list[Example]:
     """Labelled tickets of a JSON Lines file, or of a CSV/TSV file with a header (inference.labelled_files): id
-    (optional: the line number), subject (optional), body, label and lang (optional)."""
-    from inference.labelled_files import records, require
+    (optional: the line number), subject (optional), body, label and lang (optional); `columns` names the
+    label, body and subject fields where they are named otherwise."""
+    from inference.labelled_files import records, require, subject_key
 
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"labelled tickets file {path} does not exist")
-    require(path, {"label": "label", "body": "body"})
+    subject = subject_key(path, columns.subject, columns.subject_named)
+    require(path, {"--label-column": columns.label, "--body-column": columns.body, "--subject-column": subject})
     out = []
     for lineno, item in records(path, "labelled tickets file"):
-        label, lang, ticket_id = item.get("label"), item.get("lang"), item.get("id")
+        label, lang, ticket_id = item.get(columns.label), item.get("lang"), item.get("id")
         if label in (None, "") or isinstance(label, (dict, list)):
             raise ConfigError(f"{path}:{lineno}: expected a JSON object (or CSV row) with a label and a body")
         example = Example(
             str(ticket_id) if ticket_id not in (None, "") else f"line-{lineno}",
-            _text(item.get("subject")),
-            _text(item.get("body")),
+            _text(item.get(subject)) if subject else None,
+            _text(item.get(columns.body)),
             str(label),
             str(lang) if lang else None,
         )

@@ -139,11 +139,10 @@ def read_file(
     """Labelled rows of a JSON Lines or CSV/TSV file (inference.labelled_files); rows without a label are
     passed over. `subject_key` None: the file has no subject; so has a CSV file without the default subject
     column, unless the subject column was named (`subject_named`: then it must be there)."""
-    from inference.labelled_files import columns, records, require
+    from inference.labelled_files import records, require
+    from inference.labelled_files import subject_key as subject_to_read
 
-    header = columns(path) if path.is_file() else None
-    if header is not None and not subject_named and subject_key not in header:
-        subject_key = None
+    subject_key = subject_to_read(path, subject_key, subject_named)
     require(path, {"--label-column": label_key, "--subject-column": subject_key, "--body-column": body_key})
     n = 0
     for _lineno, item in records(path, "--from"):

@@ -53,6 +53,15 @@ def columns(path: Path) -> list[str] | None:
         raise _not_utf8(path, exc) from None
 
 
+def subject_key(path: Path, subject: str | None, named: bool) -> str | None:
+    """The subject field to read: a CSV/TSV file without the default subject column has none, unless the
+    column was named (`named`: then `require` insists on it)."""
+    header = columns(path) if path.is_file() else None
+    if header is not None and not named and subject not in header:
+        return None
+    return subject
+
+
 def require(path: Path, wanted: dict[str, str | None]) -> None:
     """A CSV/TSV file must have each wanted column ({option: column}); JSON Lines are checked per line."""
     header = columns(path)

@@ -121,3 +121,15 @@ def test_a_csv_export_fits_the_same_head_as_its_json_lines_twin(tmp_path, monkey
 
     assert from_csv["labels"] == sorted(QUEUES) and from_csv["held_out"] == from_jsonl["held_out"]
     assert from_csv["tickets"] == from_jsonl["tickets"] == 30
+
+    new = tmp_path / "new.csv"  # new tickets in the export's layout, scored by the head fitted on it
+    with new.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["Description", "Group"])
+        writer.writerow(["Hello, I see two identical charges on my statement, please refund one.", "payments"])
+        writer.writerow(["Where is my package? It should have arrived last week.", "deliveries"])
+        writer.writerow(["I am locked out of my account after resetting my password.", "logins"])
+    monkeypatch.setenv("INFERENCE_CATEGORY_HEAD", str(tmp_path / "a.npz"))
+    assert main(["eval", "--set", str(new), "--label-column", "Group", "--body-column", "Description", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tickets"] == 3 and report["accuracy"] == 1.0

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from inference.errors import ConfigError
-from inference.examples import EVAL_SET, load_examples
+from inference.examples import EVAL_SET, Columns, load_examples
 from inference.fit_categories import read_file
 
 ROWS = [
@@ -104,5 +104,32 @@ def test_eval_sets_may_be_csv(tmp_path):
     no_ids = write_csv(tmp_path / "no_ids.csv", [{"body": r["body"], "label": r["label"]} for r in rows])
     ids = [e.id for e in load_examples(no_ids)]  # the line each row ends on
     assert len(set(ids)) == len(rows) and ids[0] == "line-2" and all(i.startswith("line-") for i in ids)
-    with pytest.raises(ConfigError, match=r"no column for body 'body'"):
+    with pytest.raises(ConfigError, match=r"no column for --body-column 'body'"):
         load_examples(write_csv(tmp_path / "bad.csv", [{"text": "a", "label": "billing"}]))
+    renamed = load_examples(
+        write_csv(tmp_path / "b77.csv", [{"text": "a card", "category": "card_arrival"}]),
+        columns=Columns(label="category", body="text"),
+    )
+    assert [(e.subject, e.body, e.label) for e in renamed] == [(None, "a card", "card_arrival")]
+
+
+def test_a_head_fitted_on_a_train_split_is_evaluated_on_its_test_split_as_exported(tmp_path):
+    # a public set's layout (text,category: BANKING77's), its own labels: fit on train.csv, eval on test.csv
+    from inference.config import Settings
+    from inference.engine.standin import StandInEncoder
+    from inference.evaluate import evaluate
+    from inference.fit_categories import fit_rows
+    from tests.unit.test_category_head import queue_rows
+
+    rows = queue_rows(16)
+    train = write_csv(tmp_path / "train.csv", [{"text": r.body, "category": r.label} for r in rows[::2]])
+    test = write_csv(tmp_path / "test.csv", [{"text": r.body, "category": r.label} for r in rows[1::2]])
+    encoder = StandInEncoder()
+    settings = Settings(device="cpu", cache_dir="")
+    fitted = fit_rows(settings, encoder, list(read_file(train, "category", body_key="text")), min_per_label=5)
+    fitted.head.save(tmp_path / "head.npz")
+
+    with_head = Settings(device="cpu", cache_dir="", category_head=str(tmp_path / "head.npz"))
+    report = evaluate(with_head, str(test), encoder=encoder, columns=Columns(label="category", body="text"))
+
+    assert report["tickets"] == len(rows) // 2 and report["accuracy"] >= 0.9
