@@ -30,7 +30,11 @@ SPEC = "inference.spec"  # the dataclass field metadata key holding an Env or an
 # quote or SQL punctuation, and no "--". SQL only ever sees IDs as bind parameters; this is the operator check.
 # One pattern for the task (Python's re) and the form (JSON Schema).
 TICKET_ID_MAX_LENGTH = 128
-TICKET_ID_PATTERN = r"(?!.*--)[^\s'" '"' r"`;\\=()*%,|<>&^$?!~\[\]{}\x00-\x1f\x7f-\x9f]{1," f"{TICKET_ID_MAX_LENGTH}}}"
+# Valid alike in Python's re and JavaScript's u and v modes (a browser compiles a form's pattern with v, where
+# ( ) | { } [ ] inside a class must be escaped).
+TICKET_ID_PATTERN = (
+    r"(?!.*--)[^\s'" '"' r"`;\\=\(\)*%,\|<>&^$?!~\[\]\{\}\x00-\x1f\x7f-\x9f]{1," f"{TICKET_ID_MAX_LENGTH}}}"
+)
 TICKET_ID = re.compile(TICKET_ID_PATTERN)  # use with fullmatch
 TICKET_ID_TEXT = (
     f"1-{TICKET_ID_MAX_LENGTH} characters: letters and digits of any script and _ . : - # / @ + "
