@@ -268,13 +268,10 @@ def _bench(settings, args) -> int:
 
 
 def _eval(settings, args) -> int:
-    from inference.config import subject_column
     from inference.evaluate import evaluate, render
-    from inference.examples import Columns
+    from inference.labelled_files import Columns
 
-    subject = subject_column(args.subject_column or "subject", args.body_column)
-    named = args.subject_column is not None
-    columns = Columns(label=args.label_column, body=args.body_column, subject=subject, subject_named=named)
+    columns = Columns.from_flags(args.label_column, args.body_column, args.subject_column)
     report = evaluate(settings, args.set, summaries=args.summaries, columns=columns)
     print(json.dumps(report, sort_keys=True) if args.json else render(report))
     return 0

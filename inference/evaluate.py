@@ -38,7 +38,8 @@ from inference.category_fit import (
 )
 from inference.config import Settings
 from inference.errors import ConfigError
-from inference.examples import DEV_SET, EVAL_SET, Columns, load_examples
+from inference.examples import DEV_SET, EVAL_SET, load_examples
+from inference.labelled_files import Columns
 
 SETS = {"eval": EVAL_SET, "dev": DEV_SET}
 CV_FOLDS = 5
@@ -68,7 +69,7 @@ def evaluate(
     path = SETS.get(which, which)
     if not Path(path).is_file():
         raise ConfigError(f"--set {which}: no such set (eval, dev, or a JSON Lines or CSV file of labelled tickets)")
-    examples = load_examples(path, columns=columns or Columns())
+    examples = load_examples(path, columns=columns)
     texts = [ticket_text_of(e, encoder.max_length) for e in examples]
     digests = [text_digest(t) for t in texts]
 

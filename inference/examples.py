@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inference.config import ConfigError
+from inference.labelled_files import Columns, as_text, records
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 FEWSHOT = DATA_DIR / "fewshot_examples.jsonl"
@@ -45,36 +46,23 @@ def load_example_files(spec: str | None, labels: set[str]) -> list[Example]:
     return [e for p in paths for e in load_examples(p, labels)]
 
 
-@dataclass(frozen=True)
-class Columns:
-    """Where a labelled file keeps each field (JSON keys or CSV columns); subject None: the file has none."""
-
-    label: str = "label"
-    body: str = "body"
-    subject: str | None = "subject"
-    subject_named: bool = False  # named by the user: a CSV file must have it (else a missing one means none)
-
-
-def load_examples(path: str | Path, labels: set[str] | None = None, columns: Columns = Columns()) -> list[Example]:
+def load_examples(path: str | Path, labels: set[str] | None = None, columns: Columns | None = None) -> list[Example]:
     """Labelled tickets of a JSON Lines file, or of a CSV/TSV file with a header (inference.labelled_files): id
     (optional: the line number), subject (optional), body, label and lang (optional); `columns` names the
     label, body and subject fields where they are named otherwise."""
-    from inference.labelled_files import records, require, subject_key
-
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"labelled tickets file {path} does not exist")
-    subject = subject_key(path, columns.subject, columns.subject_named)
-    require(path, {"--label-column": columns.label, "--body-column": columns.body, "--subject-column": subject})
+    label_key, body_key, subject = (columns or Columns()).resolve(path)
     out = []
     for lineno, item in records(path, "labelled tickets file"):
-        label, lang, ticket_id = item.get(columns.label), item.get("lang"), item.get("id")
+        label, lang, ticket_id = item.get(label_key), item.get("lang"), item.get("id")
         if label in (None, "") or isinstance(label, (dict, list)):
             raise ConfigError(f"{path}:{lineno}: expected a JSON object (or CSV row) with a label and a body")
         example = Example(
             str(ticket_id) if ticket_id not in (None, "") else f"line-{lineno}",
-            _text(item.get(subject)) if subject else None,
-            _text(item.get(columns.body)),
+            as_text(item.get(subject)) if subject else None,
+            as_text(item.get(body_key)),
             str(label),
             str(lang) if lang else None,
         )
@@ -84,7 +72,3 @@ def load_examples(path: str | Path, labels: set[str] | None = None, columns: Col
             raise ConfigError(f"{path}:{lineno}: example {example.id} has no text")
         out.append(example)
     return out
-
-
-def _text(value) -> str | None:
-    return None if value is None else str(value)

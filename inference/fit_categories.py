@@ -38,6 +38,7 @@ import numpy as np
 
 from inference.category_fit import DEFAULT_RECIPE, Recipe, TrainingData, fit, report, softmax, text_digest
 from inference.errors import ConfigError
+from inference.labelled_files import Columns, as_text, records
 
 log = logging.getLogger("inference")
 DEFAULT_OUT = Path("models") / "category_head.npz"
@@ -94,16 +95,8 @@ def main(settings, args) -> int:
     if args.folds < 2:
         raise ConfigError("--folds must be at least 2")
     if args.from_file is not None:
-        from inference.config import subject_column
-
-        body = args.body_column or "body"
-        subject = subject_column(args.subject_column or "subject", body)
-        named = args.subject_column is not None
-        rows = list(
-            read_file(
-                args.from_file, args.label_column, args.limit, subject_key=subject, body_key=body, subject_named=named
-            )
-        )
+        columns = Columns.from_flags(args.label_column, args.body_column or "body", args.subject_column)
+        rows = list(read_file(args.from_file, columns, args.limit))
         source = {"file": str(args.from_file), "sha256": hashlib.sha256(args.from_file.read_bytes()).hexdigest()}
     else:
         rows = list(read_table(settings, args))
@@ -127,29 +120,16 @@ def main(settings, args) -> int:
     return 0
 
 
-def read_file(
-    path: Path,
-    label_key: str,
-    limit: int | None = None,
-    *,
-    subject_key: str | None = "subject",
-    body_key: str = "body",
-    subject_named: bool = False,
-) -> Iterable[Row]:
+def read_file(path: Path, columns: Columns, limit: int | None = None) -> Iterable[Row]:
     """Labelled rows of a JSON Lines or CSV/TSV file (inference.labelled_files); rows without a label are
-    passed over. `subject_key` None: the file has no subject; so has a CSV file without the default subject
-    column, unless the subject column was named (`subject_named`: then it must be there)."""
-    from inference.labelled_files import records, require
-    from inference.labelled_files import subject_key as subject_to_read
-
-    subject_key = subject_to_read(path, subject_key, subject_named)
-    require(path, {"--label-column": label_key, "--subject-column": subject_key, "--body-column": body_key})
+    passed over."""
+    label_key, body_key, subject_key = columns.resolve(path)
     n = 0
     for _lineno, item in records(path, "--from"):
         label = _label(item.get(label_key))
         if label is None:
             continue
-        yield Row(_text(item.get(subject_key)) if subject_key else None, _text(item.get(body_key)), label)
+        yield Row(as_text(item.get(subject_key)) if subject_key else None, as_text(item.get(body_key)), label)
         n += 1
         if limit and n >= limit:
             return
@@ -189,7 +169,7 @@ def read_table(settings, args) -> Iterable[Row]:
             for s, b, value in conn.execution_options(yield_per=2000).execute(query):
                 name = _label(value)
                 if name is not None:
-                    yield Row(_text(s), _text(b), name)
+                    yield Row(as_text(s), as_text(b), name)
     finally:
         engine.dispose()
 
@@ -203,10 +183,6 @@ def _label(value) -> str | None:
     if len(text) > MAX_LABEL_CHARS:
         raise ConfigError(f"label {text[:20]!r}... is longer than {MAX_LABEL_CHARS} characters (the category column)")
     return text
-
-
-def _text(value) -> str | None:
-    return None if value is None else str(value)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from inference.errors import ConfigError
@@ -53,13 +54,38 @@ def columns(path: Path) -> list[str] | None:
         raise _not_utf8(path, exc) from None
 
 
-def subject_key(path: Path, subject: str | None, named: bool) -> str | None:
-    """The subject field to read: a CSV/TSV file without the default subject column has none, unless the
-    column was named (`named`: then `require` insists on it)."""
-    header = columns(path) if path.is_file() else None
-    if header is not None and not named and subject not in header:
-        return None
-    return subject
+@dataclass(frozen=True)
+class Columns:
+    """Where a labelled file keeps each field (JSON keys or CSV columns); subject None: the file has none."""
+
+    label: str = "label"
+    body: str = "body"
+    subject: str | None = "subject"
+    subject_named: bool = False  # named by the user: a CSV file must have it (else a missing one means none)
+
+    @classmethod
+    def from_flags(cls, label: str, body: str, subject: str | None) -> Columns:
+        """From --label-column, --body-column and --subject-column (None: unset; `none` or the body's own
+        column: no subject)."""
+        from inference.config import subject_column
+
+        named = subject is not None
+        return cls(label=label, body=body, subject=subject_column(subject or "subject", body), subject_named=named)
+
+    def resolve(self, path: Path) -> tuple[str, str, str | None]:
+        """(label, body, subject) keys to read from the file: a CSV/TSV file without the default subject column
+        has no subject; a column it must have and lacks is refused (`require`)."""
+        header = columns(path) if path.is_file() else None
+        subject = self.subject
+        if header is not None and not self.subject_named and subject not in header:
+            subject = None
+        require(path, {"--label-column": self.label, "--body-column": self.body, "--subject-column": subject})
+        return self.label, self.body, subject
+
+
+def as_text(value) -> str | None:
+    """A field's value as text (CSV fields are text already; JSON may hold numbers)."""
+    return None if value is None else str(value)
 
 
 def require(path: Path, wanted: dict[str, str | None]) -> None:

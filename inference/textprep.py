@@ -105,12 +105,10 @@ def model_input(subject: str | None, body: str | None, max_chars: int) -> tuple[
         if not part:
             continue
         head = part[: max_chars * HTML_EXPANSION]
-        if looks_like_mime(head):
+        reader = mime_to_text if looks_like_mime(head) else html_to_text if looks_like_html(head) else None
+        if reader is not None:  # what a mail client shows, read from the head only
             cut = cut or len(head) < len(part)
-            part = mime_to_text(head)
-        elif looks_like_html(head):
-            cut = cut or len(head) < len(part)
-            part = html_to_text(head)
+            part = reader(head)
         parts.append(_clean(part).strip())
     text = "\n".join(p for p in parts if p and visible(p))
     if not text:

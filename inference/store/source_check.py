@@ -63,8 +63,9 @@ def check_text_columns(source: Source) -> None:
     with the fix, a view column that says which text it holds. SQLite reads any value as text (`_select`)."""
     if not source.is_pg:
         return
-    named = ((source.cols.subject, "TICKETS_COL_SUBJECT"), (source.cols.body, "TICKETS_COL_BODY"))
-    for name, env_name in ((name, env_name) for name, env_name in named if name is not None):
+    for name, env_name in ((source.cols.subject, "TICKETS_COL_SUBJECT"), (source.cols.body, "TICKETS_COL_BODY")):
+        if name is None:  # no subject column
+            continue
         declared, base, category = source._types[name]
         if category != "S" and base not in TEXT_TYPES:
             raise ConfigError(

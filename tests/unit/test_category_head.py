@@ -19,6 +19,7 @@ from inference.errors import ConfigError
 from inference.evaluate import evaluate
 from inference.fit_categories import Row, fit_rows, read_file, read_table
 from inference.heads.category import HEAD, classifier_for, head_labels, linear_head_for
+from inference.labelled_files import Columns
 from inference.modelinfo import heads_fingerprint
 from inference.pipeline import run_window
 from inference.predictor import build_predictor
@@ -148,7 +149,7 @@ def test_a_help_desk_fits_its_own_queues_from_json_lines_and_runs_them(tmp_path)
         json.dumps({"subject": "y", "body": "z", "queue": "rare"}),
     ]
     path.write_text("\n".join(lines) + "\n")
-    read = list(read_file(path, "queue"))
+    read = list(read_file(path, Columns(label="queue")))
     assert len(read) == len(rows) + 1  # the unlabelled row is skipped
     settings = Settings(device="cpu", cache_dir="")
     encoder = StandInEncoder()

@@ -10,8 +10,9 @@ import json
 import pytest
 
 from inference.errors import ConfigError
-from inference.examples import EVAL_SET, Columns, load_examples
+from inference.examples import EVAL_SET, load_examples
 from inference.fit_categories import read_file
+from inference.labelled_files import Columns
 
 ROWS = [
     {
@@ -47,32 +48,36 @@ def test_a_csv_export_reads_as_its_json_lines_twin(tmp_path, name, delimiter, bo
     jsonl = tmp_path / "h.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
 
-    from_csv = [(r.subject, r.body, r.label) for r in read_file(path, "queue")]
+    from_csv = [(r.subject, r.body, r.label) for r in read_file(path, Columns(label="queue"))]
 
-    assert from_csv == [(r.subject, r.body, r.label) for r in read_file(jsonl, "queue")] == expected(ROWS)
+    assert (
+        from_csv == [(r.subject, r.body, r.label) for r in read_file(jsonl, Columns(label="queue"))] == expected(ROWS)
+    )
 
 
 def test_other_column_names_and_no_subject(tmp_path):
     rows = [{"Ticket text": r["body"], "Assigned queue": r["queue"]} for r in ROWS]
     path = write_csv(tmp_path / "zendesk.csv", rows)
 
-    read = list(read_file(path, "Assigned queue", subject_key=None, body_key="Ticket text"))
-    unnamed = list(read_file(path, "Assigned queue", body_key="Ticket text"))  # no `subject` column: none
+    read = list(read_file(path, Columns(label="Assigned queue", body="Ticket text", subject=None)))
+    unnamed = list(read_file(path, Columns(label="Assigned queue", body="Ticket text")))  # no `subject` column: none
 
     assert [(r.subject, r.body, r.label) for r in read] == [(None, b, q) for _, b, q in expected(ROWS)]
     assert unnamed == read
+    for no_subject in ("none", "Ticket text"):  # as TICKETS_COL_SUBJECT: none, or the body's own column
+        assert Columns.from_flags("Assigned queue", "Ticket text", no_subject).subject is None
     with pytest.raises(ConfigError, match="no column for --subject-column 'subject'"):
-        list(read_file(path, "Assigned queue", body_key="Ticket text", subject_named=True))
+        list(read_file(path, Columns.from_flags("Assigned queue", "Ticket text", "subject")))
 
 
 def test_a_missing_column_is_named_never_a_value(tmp_path):
     path = write_csv(tmp_path / "h.csv", ROWS)
     with pytest.raises(ConfigError, match=r"no column for --label-column 'category' among the 3 of its first line"):
-        list(read_file(path, "category"))
+        list(read_file(path, Columns(label="category")))
     headless = tmp_path / "headless.csv"  # its first row is a ticket, taken for the header
     headless.write_text(write_csv(tmp_path / "h2.csv", ROWS[1:]).read_text().split("\n", 1)[1])
     with pytest.raises(ConfigError, match="no column for --label-column 'queue'") as refused:
-        list(read_file(headless, "queue", subject_key=None))
+        list(read_file(headless, Columns(label="queue", subject=None)))
     assert "Passwort" not in str(refused.value)
 
 
@@ -88,7 +93,7 @@ def test_broken_files_are_refused_with_the_line_never_a_value(tmp_path, content,
     path = tmp_path / "h.csv"
     path.write_bytes(content)
     with pytest.raises(ConfigError, match=error) as refused:
-        list(read_file(path, "queue"))
+        list(read_file(path, Columns(label="queue")))
     assert "secret" not in str(refused.value) and "Gr" not in str(refused.value)
 
 
@@ -126,7 +131,9 @@ def test_a_head_fitted_on_a_train_split_is_evaluated_on_its_test_split_as_export
     test = write_csv(tmp_path / "test.csv", [{"text": r.body, "category": r.label} for r in rows[1::2]])
     encoder = StandInEncoder()
     settings = Settings(device="cpu", cache_dir="")
-    fitted = fit_rows(settings, encoder, list(read_file(train, "category", body_key="text")), min_per_label=5)
+    fitted = fit_rows(
+        settings, encoder, list(read_file(train, Columns(label="category", body="text"))), min_per_label=5
+    )
     fitted.head.save(tmp_path / "head.npz")
 
     with_head = Settings(device="cpu", cache_dir="", category_head=str(tmp_path / "head.npz"))
