@@ -19,9 +19,10 @@ ties broken by the content hash, wherever the source is read (plan, infer, load)
 
 Timestamps. The window selects by instant: SQL narrows the rows with a margin (by instant for `timestamp with
 time zone`, by local time for `timestamp without time zone`, by text for ISO-8601 text, as SQLite stores
-them, by one range per unit for Unix times), then each row's created and updated instants are checked exactly
-in Python. A text column holding any value in another shape (RFC 2822, 30/11/2026, Nov 30, 2026: see
-inference.store.text_time) is not narrowed at all: every row is read and checked (`not_iso_count`). Naive
+them, by one range per unit for Unix times and per form for compact dates), then each row's created and
+updated instants are checked exactly in Python. A text column holding any value in another shape (RFC 2822,
+30/11/2026, Nov 30, 2026: see inference.store.text_time) is not narrowed at all: every row is read and checked
+(`not_iso_count`). Naive
 values are in TICKETS_SOURCE_TIMEZONE (default UTC; an ambiguous local time at a DST change is its first
 occurrence). Shapes that cannot be read by instant are refused by `check` before anything is written, naming
 the column and the fix: a column of another type, text without exactly one reading, numbers that are no Unix
@@ -79,7 +80,7 @@ from inference.store.source_keys import (
     sqlite_values,
     surrogate_key,
 )
-from inference.store.source_time import UNIX_TIME, in_unix_spans, to_instant
+from inference.store.source_time import LOCAL_MARGIN, NUMBER_TIME, in_number_spans, in_unix_spans, to_instant
 from inference.store.text_time import TEXT_SHAPES
 from inference.textprep import content_hash, has_text
 from inference.window import UTC, Window
@@ -90,7 +91,6 @@ TEXT_BUDGET = 2_000_000  # characters of ticket text per fetch (about 2 MB: ASCI
 FIRST_FETCH, MAX_FETCH = 2, 1000
 NO_TIME = dt.datetime(1970, 1, 1, tzinfo=UTC)  # version time of a row with neither timestamp
 TEXT_MARGIN = dt.timedelta(hours=15)  # ISO text: UTC offsets and zones are within +-14 h of the instant
-LOCAL_MARGIN = dt.timedelta(hours=3)  # naive local times: DST moves them by an hour or two
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +122,7 @@ _TEXT_KEY_TYPES = frozenset({"text", "character varying", "bpchar"})  # format_t
 _INT_KEY_BOUNDS = {"smallint": 2**15, "integer": 2**31, "bigint": 2**63}
 _INT_KEY = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 _STAMP_KINDS = {"timestamptz": "tz", "timestamp": "naive", "date": "date"}
-_UNIX_TYPES = frozenset({"int2", "int4", "int8", "numeric", "float4", "float8"})  # numbers read as Unix times
+_UNIX_TYPES = frozenset({"int2", "int4", "int8", "numeric", "float4", "float8"})  # numbers: Unix times or compact dates
 
 
 class Source:
@@ -202,8 +202,8 @@ class Source:
         return [n for n in (self.cols.subject, self.cols.body) if n is not None]
 
     def _stamp_kind(self, name: str) -> str:
-        """How a timestamp column's values are compared: tz, naive, date, text, unix (numbers: Unix times), or
-        unsupported:<type name>."""
+        """How a timestamp column's values are compared: tz, naive, date, text, unix (numbers: Unix times or
+        compact local dates), or unsupported:<type name>."""
         if not self.is_pg:
             return "text"  # SQLite: ISO-8601 text (as SQLAlchemy writes it) or numbers; `check` verifies it
         declared, base, category = self._types[name]
@@ -304,7 +304,7 @@ class Source:
             env_name = "TICKETS_COL_CREATED_AT" if column == self.cols.created_at else "TICKETS_COL_UPDATED_AT"
             raise ConfigError(
                 f"{env_name}: a value of column {column} of {self.where} is not a readable timestamp "
-                f"({TEXT_SHAPES}, or a number: {UNIX_TIME}): fix it, or point {env_name} at a view column that "
+                f"({TEXT_SHAPES}, or a number: {NUMBER_TIME}): fix it, or point {env_name} at a view column that "
                 "converts it"
             ) from None
 
@@ -339,10 +339,11 @@ class Source:
                 if conn is None:
                     raise ValueError("a text timestamp column is narrowed only after counting its values")
                 return sa.true()  # read and checked row by row: no text range holds them
-            if kind == "unix" or (kind == "text" and not self.is_pg):  # SQLite: text or numbers
+            if kind == "unix":  # Unix times or compact local dates
+                parts.append(in_number_spans(col, window.start, window.end, self.zone))
+                continue
+            if kind == "text" and not self.is_pg:  # SQLite: ISO text or Unix times (others: not narrowed, above)
                 parts.append(in_unix_spans(col, window.start, window.end))
-                if kind == "unix":
-                    continue
             if kind == "tz":
                 lo, hi = window.start, window.end
             elif kind in ("naive", "date"):

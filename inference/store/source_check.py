@@ -11,8 +11,18 @@ import sqlalchemy as sa
 
 from inference.errors import ConfigError
 from inference.store.source_keys import id_problem
-from inference.store.source_time import UNIX_FROM, UNIX_TIME, UNIX_UNTIL, in_unix_spans, is_utc, text_reading
+from inference.store.source_time import (
+    NUMBER_TIME,
+    UNIX_FROM,
+    UNIX_UNTIL,
+    compact_number,
+    in_unix_spans,
+    is_utc,
+    text_reading,
+    to_instant,
+)
 from inference.store.text_time import TEXT_SHAPES
+from inference.window import UTC
 
 if TYPE_CHECKING:
     from inference.store.source import Source
@@ -43,10 +53,10 @@ def check(source: Source, conn: sa.Connection) -> None:
                     "or make the column `timestamp with time zone`"
                 )
         if kind == "unix":
-            bad = implausible_unix_stamps(source, conn, name)
+            bad = unreadable_number_stamps(source, conn, name)
             if bad:
                 raise ConfigError(
-                    f"{env_name}: {bad} value(s) of number column {name} of {source.where} are not {UNIX_TIME}, "
+                    f"{env_name}: {bad} value(s) of number column {name} of {source.where} are not {NUMBER_TIME}, "
                     f"so windows cannot select them by instant: fix those rows, or point {env_name} at a timestamp "
                     "column or a view column that converts them"
                 )
@@ -86,11 +96,20 @@ def database_zone(engine: sa.Engine) -> str:
         other.dispose()
 
 
-def implausible_unix_stamps(source: Source, conn: sa.Connection, name: str) -> int:
-    """PostgreSQL, a number column: values that are no plausible Unix time (NaN and infinities included)."""
+def unreadable_number_stamps(source: Source, conn: sa.Connection, name: str) -> int:
+    """PostgreSQL, a number column: values that are neither a plausible Unix time nor a compact local date
+    (NaN and infinities included). One scan: the values outside the Unix spans come back (none, for a column of
+    Unix times) and are read here, as a compact date's fields must each be within their range."""
     col = source.table.c[name]
-    bad = sa.and_(col.is_not(None), sa.not_(in_unix_spans(col, UNIX_FROM, UNIX_UNTIL)))
-    return conn.scalar(sa.select(sa.func.count()).select_from(source.table).where(bad)) or 0
+    other = sa.select(col).where(col.is_not(None), sa.not_(in_unix_spans(col, UNIX_FROM, UNIX_UNTIL)))
+    bad = 0
+    result = conn.execute(other, execution_options={"stream_results": True})
+    try:
+        while values := result.scalars().fetchmany(5000):
+            bad += sum(compact_number(v) is None for v in values)
+    finally:
+        result.close()
+    return bad
 
 
 # ISO-8601 as a text range narrows it; months, days, hours and minutes within their ranges (a value outside
@@ -138,7 +157,7 @@ def check_text_stamps(source: Source, conn: sa.Connection, name: str, env_name: 
         result.close()
     where = f"column {name} of {source.where}"
     if counts.get("unreadable"):
-        numbers = "" if source.is_pg else f", or numbers, each {UNIX_TIME}"
+        numbers = "" if source.is_pg else f", or numbers, each {NUMBER_TIME}"
         orders = f" in the order TICKETS_SOURCE_DATE_ORDER={order}" if order else ""
         raise ConfigError(
             f"{env_name}: {counts['unreadable']} value(s) of {where} are not readable timestamps{orders} "
@@ -165,7 +184,13 @@ def check_text_stamps(source: Source, conn: sa.Connection, name: str, env_name: 
 def _reading(value: object, order: str | None) -> str:
     if isinstance(value, str):
         return text_reading(value, order)
-    return "unreadable"  # SQLite: a blob, or a number that is no plausible Unix time
+    if isinstance(value, (int, float)) and not isinstance(value, bool):  # SQLite: a compact date, or no time
+        try:
+            to_instant(value, UTC)
+            return "read"
+        except (ValueError, OverflowError):
+            return "unreadable"
+    return "unreadable"  # SQLite: a blob
 
 
 def check_keys(source: Source, conn: sa.Connection) -> None:

@@ -1,11 +1,17 @@
 """Source timestamps as instants: text (ISO-8601 as SQLite and other applications write it, and other shapes:
-inference.store.text_time), naive values in a configured zone, Unix times (numbers), and whether a database's
-zone name means UTC.
+inference.store.text_time), naive values in a configured zone, numbers (Unix times, and compact local dates
+such as SAP's and date keys'), and whether a database's zone name means UTC.
 
 Unix times are numbers of seconds, milliseconds, microseconds or nanoseconds since 1970-01-01 UTC, told apart
 by magnitude: each unit's plausible span (`UNIX_FROM` to `UNIX_UNTIL`, 1980 to 2200) lies orders of magnitude
 away from every other unit's, so a value in one of the spans has one reading; any other number (a version
-counter, 0, a negative) is no timestamp and is refused at start (`unix_spans`)."""
+counter, 0, a negative) is no timestamp and is refused at start (`unix_spans`).
+
+Compact dates written as numbers, as SAP keeps its DEC 15 timestamps, data warehouses their date keys and ERP
+exports their dates (`compact_number`): YYYYMMDD, YYYYMMDDhhmm or YYYYMMDDhhmmss, local times in the source's
+zone (TICKETS_SOURCE_TIMEZONE, as naive values are). Their plausible spans (1980 to 2200) lie below or between
+the Unix units' spans (8 digits below seconds' 9 and 10; 12 digits below milliseconds' 3.2e11; 14 digits between
+milliseconds' 7.3e12 and microseconds' 3.2e14), so a number still has at most one reading."""
 
 from __future__ import annotations
 
@@ -54,11 +60,76 @@ UNIX_TIME = (  # for messages
     f"a Unix time between {UNIX_FROM.year} and {UNIX_UNTIL.year} (in seconds, milliseconds, microseconds or "
     "nanoseconds, told apart by magnitude)"
 )
+NUMBER_TIME = (  # for messages: what a number column's value may be
+    f"{UNIX_TIME}, or a compact local date YYYYMMDD, YYYYMMDDhhmm or YYYYMMDDhhmmss between {UNIX_FROM.year} "
+    f"and {UNIX_UNTIL.year}"
+)
+LOCAL_MARGIN = dt.timedelta(hours=3)  # naive local times: DST moves them by an hour or two
+COMPACT_DIGITS = (8, 12, 14)  # YYYYMMDD, YYYYMMDDhhmm, YYYYMMDDhhmmss
+
+
+def _compact(local: dt.datetime, digits: int) -> int:
+    """A naive local time as a compact number of `digits` digits, cut (not rounded) to its last field."""
+    return int(f"{local.year:04d}{local:%m%d%H%M%S}"[:digits])
+
+
+def compact_spans(start: dt.datetime, end: dt.datetime) -> list[tuple[int, int]]:
+    """[lo, hi) numeric ranges, one per compact form, that hold every compact number of the naive local times in
+    [start, end] (a little more: callers check each row's instant exactly)."""
+    return [(_compact(start, d), _compact(end, d) + 1) for d in COMPACT_DIGITS]
+
+
+_COMPACT_PLAUSIBLE = compact_spans(UNIX_FROM.replace(tzinfo=None), UNIX_UNTIL.replace(tzinfo=None))
+
+
+def window_number_spans(start: dt.datetime, end: dt.datetime, zone: dt.tzinfo) -> list[tuple[int, int]]:
+    """Numeric ranges that hold every number (Unix time or compact local date in `zone`) of the instants in
+    [start, end): the Unix spans, and the compact spans of the local times LOCAL_MARGIN around them."""
+    lo = (start.astimezone(zone) - LOCAL_MARGIN).replace(tzinfo=None)
+    hi = (end.astimezone(zone) + LOCAL_MARGIN).replace(tzinfo=None)
+    return unix_spans(start, end) + compact_spans(lo, hi)
+
+
+def in_spans(col: sa.ColumnElement, spans: list[tuple[int, int]]) -> sa.ColumnElement[bool]:
+    return sa.or_(*[sa.and_(col >= lo, col < hi) for lo, hi in spans])
+
+
+def in_number_spans(col: sa.ColumnElement, start: dt.datetime, end: dt.datetime, zone: dt.tzinfo):
+    """SQL: `col` is a number that may be an instant of [start, end) (`window_number_spans`)."""
+    return in_spans(col, window_number_spans(start, end, zone))
+
+
+def compact_number(value: Any) -> dt.datetime | None:
+    """A number that reads as a compact date (YYYYMMDD, YYYYMMDDhhmm or YYYYMMDDhhmmss, 1980 to 2200, every
+    field within its range) as a naive datetime; None for any other number (a fraction included)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            return None
+        value = int(value)
+    elif isinstance(value, Decimal):
+        if not value.is_finite() or value != value.to_integral_value():
+            return None
+        value = int(value)
+    if not isinstance(value, int):
+        return None
+    for (lo, hi), digits in zip(_COMPACT_PLAUSIBLE, COMPACT_DIGITS, strict=True):
+        if lo <= value < hi:
+            d = str(value)
+            fields = [int(d[i : i + 2]) for i in range(8, digits, 2)]
+            try:
+                return dt.datetime(int(d[:4]), int(d[4:6]), int(d[6:8]), *fields)
+            except ValueError:
+                return None  # a month, day, hour, minute or second out of its range
+    return None
 
 
 def from_unix(value: int | float | Decimal) -> dt.datetime:
     """A Unix time in the unit its magnitude tells (the module's docstring). ValueError for any other number."""
-    if isinstance(value, float) and not math.isfinite(value):
+    if (isinstance(value, float) and not math.isfinite(value)) or (
+        isinstance(value, Decimal) and not value.is_finite()
+    ):
         raise ValueError("not a finite number")
     for (lo, hi), per_second in zip(_PLAUSIBLE, UNIX_UNITS, strict=True):
         if lo <= value < hi:
@@ -96,12 +167,17 @@ def text_reading(text: str, order: str | None = None) -> str:
 
 def to_instant(value: Any, zone: dt.tzinfo, order: str | None = None) -> dt.datetime | None:
     """A source timestamp as an aware UTC datetime; naive values are in `zone`, numbers (and digits in text) are
-    Unix times (UTC), other text is ISO-8601 or another shape of inference.store.text_time (`order`: its date
+    Unix times (UTC) or compact local dates (in `zone`), other text is ISO-8601 or another shape of inference.store.text_time (`order`: its date
     order, dmy or mdy). ValueError if unreadable."""
     if value is None:
         return None
     if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
-        return from_unix(value)
+        try:
+            return from_unix(value)
+        except ValueError:
+            value = compact_number(value)
+            if value is None:
+                raise ValueError(f"a number that is not {NUMBER_TIME}") from None
     if isinstance(value, str):
         unix = unix_text(value)
         if unix is not None:

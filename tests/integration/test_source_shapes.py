@@ -612,6 +612,48 @@ def test_unix_times_in_any_unit_are_selected_by_instant(db_engine, shapes, colum
     assert stored == expected
 
 
+@pytest.mark.parametrize(
+    "column,digits", [("BIGINT", 14), ("NUMERIC(15, 0)", 14), ("DOUBLE PRECISION", 12), ("INTEGER", 8)]
+)
+def test_compact_dates_in_number_columns_are_local_times_selected_by_instant(db_engine, shapes, column, digits):
+    # SAP keeps timestamps as DEC 15 numbers (YYYYMMDDhhmmss), data warehouses dates as integer keys (YYYYMMDD):
+    # local times in TICKETS_SOURCE_TIMEZONE, each read as the instant it stands for, once, in its own night
+    berlin = zoneinfo.ZoneInfo("Europe/Berlin")
+    shapes.tickets_table(ts=column)
+    values = {k: int(t.astimezone(berlin).strftime("%Y%m%d%H%M%S")[:digits]) for k, (t, _) in STAMPS.items()}
+    shapes.insert("src", [ticket(k, *text(k), v) for k, v in values.items()])
+    settings = s.with_source(s.settings(db_engine), timezone="Europe/Berlin")
+
+    seen = _three_nights(db_engine, settings, f"compact-{digits}")
+
+    def instant(value: int) -> dt.datetime:  # the local time, cut to the form's last field
+        local = dt.datetime.strptime(str(value).ljust(14, "0"), "%Y%m%d%H%M%S")
+        return local.replace(tzinfo=berlin).astimezone(dt.UTC)
+
+    at = {str(k): instant(v) for k, v in values.items()}
+    nights = {k: "before" if t < W.start else "after" if t >= W.end else "night" for k, t in at.items()}
+    assert all(W_BEFORE.start <= t < W_AFTER.end for t in at.values())
+    assert seen == {k: {night} for k, night in nights.items()}
+    if digits == 14:  # to the second: the same nights as the instants themselves
+        assert nights == {str(k): WINDOW_OF[k] for k in STAMPS}
+    assert {k: r.source_updated_at for k, r in s.results(db_engine).items()} == at
+
+
+def test_numbers_of_no_compact_date_are_refused_at_start(db_engine, shapes):
+    # 20261330050000 is in the compact span but has month 13: refused, not passed over
+    shapes.tickets_table(ts="BIGINT")
+    good = [ticket(k, *text(k), 20261130050000 + k) for k in (1, 2)]
+    shapes.insert("src", [*good, ticket(3, "a", "b", 20261330050000)])
+
+    with pytest.raises(ConfigError) as refused:
+        plan_run(s.settings(db_engine), "run-1", W)
+
+    message = str(refused.value)
+    assert "TICKETS_COL_CREATED_AT: 1 value(s)" in message and "created_at of src" in message
+    assert "YYYYMMDDhhmmss" in message and "20261330" not in message  # counts, never values
+    assert s.run_rows(db_engine) == 0
+
+
 UNREADABLE_TEXT = {  # shape -> (TICKETS_SOURCE_DATE_ORDER, the value)
     "garbage": (None, "soon"),
     "two-digit year": (None, "30/11/26 05:00"),

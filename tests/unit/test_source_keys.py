@@ -12,7 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inference.store.source_keys import MAX_ID_BYTES, id_problem, sqlite_key, sqlite_values, surrogate_key
-from inference.store.source_time import to_instant, unix_spans
+from inference.store.source_time import (
+    _COMPACT_PLAUSIBLE,
+    _PLAUSIBLE,
+    compact_number,
+    to_instant,
+    unix_spans,
+    window_number_spans,
+)
 from inference.textprep import has_text, model_input, visible
 
 UTC = dt.UTC
@@ -132,6 +139,67 @@ def test_unix_spans_hold_every_unit_of_a_window_and_no_more_than_a_unit_beyond()
     import pendulum  # Airflow's windows are pendulum datetimes (in any zone)
 
     assert unix_spans(pendulum.instance(start), pendulum.instance(end).in_timezone("Asia/Kolkata")) == spans
+
+
+@pytest.mark.parametrize(
+    "value,local",
+    [
+        (20261130050000, dt.datetime(2026, 11, 30, 5)),  # SAP's DEC 15: YYYYMMDDhhmmss
+        (Decimal("20261130050007"), dt.datetime(2026, 11, 30, 5, 0, 7)),  # (numeric)
+        (20261130050000.0, dt.datetime(2026, 11, 30, 5)),  # (double precision)
+        (202611300559, dt.datetime(2026, 11, 30, 5, 59)),  # YYYYMMDDhhmm
+        (20261130, dt.datetime(2026, 11, 30)),  # a date key: YYYYMMDD
+        (19800101, dt.datetime(1980, 1, 1)),
+        (21991231235959, dt.datetime(2199, 12, 31, 23, 59, 59)),
+    ],
+)
+def test_compact_dates_in_numbers_are_local_times(value, local):
+    assert compact_number(value) == local
+    berlin = zoneinfo.ZoneInfo("Europe/Berlin")
+    assert to_instant(value, berlin) == local.replace(tzinfo=berlin).astimezone(UTC)  # in the source's zone
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        20261330050000,  # month 13
+        20261131,  # 31 November
+        20261130250000,  # hour 25
+        202611300560,  # minute 60
+        Decimal("20261130050000.5"),  # a fraction
+        19791231,  # before 1980
+        22010101,  # after 2200
+        20261130050,  # eleven digits: no compact form, no Unix unit
+        Decimal("NaN"),
+        float("inf"),
+    ],
+)
+def test_numbers_of_no_compact_date_and_no_unix_time_are_unreadable(value):
+    assert compact_number(value) is None
+    with pytest.raises(ValueError, match="YYYYMMDDhhmmss"):
+        to_instant(value, UTC)
+
+
+def test_compact_forms_and_unix_units_never_share_a_number():
+    spans = sorted(_PLAUSIBLE + _COMPACT_PLAUSIBLE)
+    assert all(hi <= next_lo for (_, hi), (next_lo, _) in zip(spans, spans[1:], strict=False))
+
+
+def test_window_number_spans_hold_the_compact_local_times_of_a_window():
+    berlin = zoneinfo.ZoneInfo("Europe/Berlin")
+    start, end = dt.datetime(2026, 11, 30, 2, tzinfo=UTC), dt.datetime(2026, 12, 1, 2, tzinfo=UTC)
+    spans = window_number_spans(start, end, berlin)
+    assert spans[:4] == unix_spans(start, end)
+    # 03:00 and 03:00 Berlin local, three hours of margin either side (a DST change moves local times)
+    assert spans[4:] == [
+        (20261130, 20261201 + 1),
+        (202611300000, 202612010600 + 1),
+        (20261130000000, 20261201060000 + 1),
+    ]
+    for instant in (start, end - dt.timedelta(seconds=1)):
+        local = instant.astimezone(berlin)
+        for digits, (lo, hi) in zip((8, 12, 14), spans[4:], strict=True):
+            assert lo <= int(local.strftime("%Y%m%d%H%M%S")[:digits]) < hi
 
 
 INVISIBLE_ONLY = ["\u200b", "\ufeff", "\u00ad", "\u2060", "\u200c\u200d\u200e", "\u3164", "\ufe0f", " \u2800 \t"]
