@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +30,11 @@ from inference.store.text_time import DATE_ORDERS
 
 DEFAULT_DB_FILE = Path(".data") / "tickets.db"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # use with fullmatch
+MAX_NAME_BYTES = 63  # PostgreSQL's limit on a name (NAMEDATALEN - 1): the server cuts longer ones short
+SOURCE_NAME_RULE = (
+    f"any printable text of at most {MAX_NAME_BYTES} bytes in UTF-8, without control characters and without "
+    "leading or trailing whitespace"
+)
 NO_COLUMN = "none"  # TICKETS_COL_SUBJECT=none: the source has no subject column
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -60,7 +66,8 @@ def default_cache_dir() -> str:
 
 @dataclass(frozen=True)
 class SourceColumns:
-    """Where the tickets live. Identifiers only (validated); values always go through bind parameters."""
+    """Where the tickets live. Names are any printable text (`source_name_problem`), always quoted where they go
+    into SQL; values always go through bind parameters."""
 
     table: str = env("TICKETS_SOURCE_TABLE", "tickets", "table holding the tickets", group="source")
     schema: str | None = env(
@@ -116,17 +123,44 @@ class SourceColumns:
             value = getattr(self, name)
             if value is None and (spec.default is None or name == "subject"):
                 continue
-            if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
-                raise ConfigError(
-                    f"{spec.name}: source {name} name {value!r} is not a plain SQL identifier "
-                    "(letters, digits and underscores, not starting with a digit, at most 63 characters)"
-                )
+            problem = source_name_problem(value)
+            if problem is not None:
+                raise ConfigError(f"{spec.name}: source {name} name {value!r} {problem} ({SOURCE_NAME_RULE})")
 
     @property
     def read(self) -> list[str]:
         """The source columns read, each once (the subject only where the table has one)."""
         names = [self.ticket_id, self.subject, self.body, self.created_at, self.updated_at]
         return list(dict.fromkeys(n for n in names if n is not None))
+
+
+def source_name_problem(value: object) -> str | None:
+    """Why `value` cannot name the source table, its schema or one of its columns; None when it can. Any name a
+    help desk's table really has is accepted (spaces, dashes, dots, quotes, `#`, letters of any script: CSV
+    headers as imported); it is quoted wherever it goes into SQL. Refused: what is not text, the empty name, a
+    name that begins or ends with whitespace (never stripped: a stray space or newline in a setting is an
+    error), control and other invisible characters (NUL, newlines, tabs, zero-width and direction marks), and
+    names over MAX_NAME_BYTES bytes in UTF-8, which PostgreSQL would silently cut short."""
+    if not isinstance(value, str):
+        return "is not text"
+    if not value:
+        return "is empty"
+    if value != value.strip():
+        return "begins or ends with whitespace"
+    bad = next((ch for ch in value if not (ch.isprintable() or unicodedata.category(ch) == "Zs")), None)
+    if bad is not None:
+        return f"holds the control or invisible character U+{ord(bad):04X}"
+    size = len(value.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        return f"is {size} bytes long in UTF-8, more than PostgreSQL's {MAX_NAME_BYTES}"
+    return None
+
+
+def shown_name(name: str) -> str:
+    """A source name as messages show it: as it is where it is a plain identifier (`tickets`, `createdAt`),
+    else in double quotes with any `"` doubled (`"Ticket ID"`), so that a name with spaces, commas or dots
+    reads as one name."""
+    return name if IDENTIFIER.fullmatch(name) else '"' + name.replace('"', '""') + '"'
 
 
 def subject_column(subject: str | None, body: str) -> str | None:

@@ -136,9 +136,12 @@ def read_file(path: Path, columns: Columns, limit: int | None = None) -> Iterabl
 
 
 def read_table(settings, args) -> Iterable[Row]:
+    """Labelled rows of --from-table. Its names are any a table may have (spaces, dashes, quotes, any script:
+    `source_name_problem`); each is quoted where it goes into SQL, so a name that looks like SQL is only a
+    name, and a table or column the database does not have is refused by name before anything is read."""
     import sqlalchemy as sa
 
-    from inference.config import IDENTIFIER, subject_column
+    from inference.config import shown_name, source_name_problem, subject_column
     from inference.store.db import make_engine
 
     body_name = args.body_column or settings.source.body
@@ -150,8 +153,9 @@ def read_table(settings, args) -> Iterable[Row]:
     if schema is not None:
         names["--schema"] = schema
     for flag, value in names.items():
-        if not IDENTIFIER.fullmatch(value):
-            raise ConfigError(f"{flag} {value!r} is not a plain SQL identifier")
+        problem = source_name_problem(value)
+        if problem is not None:
+            raise ConfigError(f"{flag} {value!r} {problem}: give the name exactly as the table has it")
     label, body = sa.column(args.label_column), sa.column(body_name)
     columns = [label, body]
     if subject_name is not None:
@@ -164,7 +168,15 @@ def read_table(settings, args) -> Iterable[Row]:
     if args.limit:
         query = query.limit(args.limit)
     engine = make_engine(settings.db_url)
+    where = f"{shown_name(schema)}.{shown_name(args.from_table)}" if schema else shown_name(args.from_table)
     try:
+        try:
+            found = {c["name"] for c in sa.inspect(engine).get_columns(args.from_table, schema=schema)}
+        except sa.exc.NoSuchTableError:
+            raise ConfigError(f"--from-table: table {where} does not exist (check --schema)") from None
+        for flag, value in names.items():
+            if flag.endswith("-column") and value not in found:
+                raise ConfigError(f"{flag}: table {where} has no column {shown_name(value)}")
         with engine.connect() as conn:
             for s, b, value in conn.execution_options(yield_per=2000).execute(query):
                 name = _label(value)

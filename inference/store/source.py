@@ -64,7 +64,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from inference.config import SourceColumns
+from inference.config import SourceColumns, shown_name
 from inference.errors import ConfigError
 from inference.records import SourceTicket, SourceVersion, TicketInput
 from inference.store import source_sql as sql
@@ -105,19 +105,25 @@ class SourceRow:
     chars: int  # characters of subject and body (token estimate)
 
 
+# The source relation, `CAST(concat_ws('.', quote_ident(:schema), quote_ident(:table)) AS regclass)`: found as
+# the server finds `schema.table` (unqualified: along the search path). The names are bind parameters, quoted by
+# the server itself (quote_ident), so any name is read as that name, never as SQL.
 _PG_COLUMNS = sa.text(
     "SELECT a.attname, format_type(a.atttypid, NULL), b.typname, b.typcategory "
     "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
     "JOIN pg_type b ON b.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END "
-    "WHERE a.attrelid = CAST(:rel AS regclass) AND a.attnum > 0 AND NOT a.attisdropped"
+    "WHERE a.attrelid = CAST(concat_ws('.', quote_ident(CAST(:schema AS text)), "
+    "quote_ident(CAST(:table AS text))) AS regclass) AND a.attnum > 0 AND NOT a.attisdropped"
 )
 # a row version: which table (partition), where in it, which transaction wrote it
 _ROW_VERSION = "CAST(tableoid AS text) || ':' || CAST(ctid AS text) || ':' || CAST(xmin AS text)"
 _PG_ROW_VERSIONS = sa.text(
     "SELECT CASE WHEN c.relkind IN ('r', 'p') THEN has_column_privilege(c.oid, 'tableoid', 'SELECT') "
     "AND has_column_privilege(c.oid, 'ctid', 'SELECT') AND has_column_privilege(c.oid, 'xmin', 'SELECT') "
-    "ELSE false END FROM pg_class c WHERE c.oid = CAST(:rel AS regclass)"
+    "ELSE false END FROM pg_class c WHERE c.oid = CAST(concat_ws('.', quote_ident(CAST(:schema AS text)), "
+    "quote_ident(CAST(:table AS text))) AS regclass)"
 )
+_PLAIN_SQL_NAME = re.compile(r"[a-z_][a-z0-9_]*", re.ASCII)  # needs no quotes (but for reserved words)
 _TEXT_KEY_TYPES = frozenset({"text", "character varying", "bpchar"})  # format_type without a length: any text
 _INT_KEY_BOUNDS = {"smallint": 2**15, "integer": 2**31, "bigint": 2**63}
 _INT_KEY = re.compile(r"-?[0-9]{1,19}", re.ASCII)
@@ -159,7 +165,21 @@ class Source:
 
     @property
     def where(self) -> str:
-        return f"{self.cols.schema}.{self.cols.table}" if self.cols.schema else self.cols.table
+        """The table as messages name it (`shown_name`: awkward names in double quotes)."""
+        table = shown_name(self.cols.table)
+        return f"{shown_name(self.cols.schema)}.{table}" if self.cols.schema else table
+
+    @property
+    def _relation(self) -> dict[str, str | None]:
+        """The bind parameters naming the source relation in `_PG_COLUMNS` and `_PG_ROW_VERSIONS`."""
+        return {"schema": self.cols.schema, "table": self.cols.table}
+
+    def sql_name(self, name: str) -> str:
+        """A column name as SQL writes it (in double quotes unless lower case, plain and not a reserved word),
+        for the fixes messages suggest (`CAST("Created At" AS timestamptz)`); never compiled into a statement."""
+        if _PLAIN_SQL_NAME.fullmatch(name) and name not in self.engine.dialect.identifier_preparer.reserved_words:
+            return name
+        return '"' + name.replace('"', '""') + '"'
 
     def _reflect(self, engine: sa.Engine, cols: SourceColumns) -> dict[str, tuple[str, str, str]]:
         """Which columns exist; on PostgreSQL each one's (declared type, base type name, type category)."""
@@ -173,21 +193,20 @@ class Source:
         missing = [name for name in self._names if name not in found]
         if missing:
             raise ConfigError(
-                f"source table {self.where} has no column(s) {', '.join(missing)}: set the TICKETS_COL_* variables"
+                f"source table {self.where} has no column(s) {', '.join(map(shown_name, missing))}: set the "
+                "TICKETS_COL_* variables"
             )
         if not self.is_pg:
             return {}
-        rel = f'"{cols.schema}"."{cols.table}"' if cols.schema else f'"{cols.table}"'
         with engine.connect() as conn:
-            rows = conn.execute(_PG_COLUMNS, {"rel": rel}).all()
+            rows = conn.execute(_PG_COLUMNS, self._relation).all()
         return {name: (declared, base, category) for name, declared, base, category in rows}
 
     def _row_versions_readable(self, engine: sa.Engine) -> bool:
         """Whether this source is a table whose rows' system columns this role may read (see the module's
         "Row versions"): a view has none, and a grant on other columns does not cover them."""
-        rel = f'"{self.cols.schema}"."{self.cols.table}"' if self.cols.schema else f'"{self.cols.table}"'
         with engine.connect() as conn:
-            return bool(conn.scalar(_PG_ROW_VERSIONS, {"rel": rel}))
+            return bool(conn.scalar(_PG_ROW_VERSIONS, self._relation))
 
     def _hashable(self, engine: sa.Engine) -> bool:
         """Whether the database computes plan's content hashes (the module's "Hashes in the database")."""
@@ -303,7 +322,7 @@ class Source:
         except (ValueError, OverflowError):
             env_name = "TICKETS_COL_CREATED_AT" if column == self.cols.created_at else "TICKETS_COL_UPDATED_AT"
             raise ConfigError(
-                f"{env_name}: a value of column {column} of {self.where} is not a readable timestamp "
+                f"{env_name}: a value of column {shown_name(column)} of {self.where} is not a readable timestamp "
                 f"({TEXT_SHAPES}, or a number: {NUMBER_TIME}): fix it, or point {env_name} at a view column that "
                 "converts it"
             ) from None
@@ -322,7 +341,7 @@ class Source:
                 log.info(
                     "source column %s: %d text timestamp(s) not in plain ISO-8601: each window reads every row of "
                     "%s and checks its instant (no text range narrows them)",
-                    name,
+                    shown_name(name),
                     self.not_iso[name],
                     self.where,
                 )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
+from inference.config import shown_name
 from inference.errors import ConfigError
 from inference.store.source_keys import id_problem
 from inference.store.source_time import (
@@ -36,18 +37,18 @@ def check(source: Source, conn: sa.Connection) -> None:
         (source.cols.created_at, "TICKETS_COL_CREATED_AT"),
         (source.cols.updated_at, "TICKETS_COL_UPDATED_AT"),
     ):
-        kind = source.stamps[name]
+        kind, shown, q = source.stamps[name], shown_name(name), source.sql_name(name)
         if kind.startswith("unsupported:"):
-            fix = f"CAST({name} AS timestamptz)"
             raise ConfigError(
-                f"{env_name}: column {name} of {source.where} is of type {kind.split(':', 1)[1]}, not a timestamp: "
-                f"point {env_name} at a timestamp column, or at a view column that converts it ({fix} AS {name})"
+                f"{env_name}: column {shown} of {source.where} is of type {kind.split(':', 1)[1]}, not a timestamp: "
+                f"point {env_name} at a timestamp column, or at a view column that converts it "
+                f"(CAST({q} AS timestamptz) AS {q})"
             )
         if kind == "naive" and source.cols.timezone is None:
             zone = database_zone(source.engine)
             if not is_utc(zone):
                 raise ConfigError(
-                    f"{env_name}: column {name} of {source.where} is `timestamp without time zone` and the "
+                    f"{env_name}: column {shown} of {source.where} is `timestamp without time zone` and the "
                     f"database's time zone is {zone}, so its values may be local times: set "
                     f"TICKETS_SOURCE_TIMEZONE to the zone they are written in ({zone}, or UTC if they are UTC), "
                     "or make the column `timestamp with time zone`"
@@ -56,7 +57,7 @@ def check(source: Source, conn: sa.Connection) -> None:
             bad = unreadable_number_stamps(source, conn, name)
             if bad:
                 raise ConfigError(
-                    f"{env_name}: {bad} value(s) of number column {name} of {source.where} are not {NUMBER_TIME}, "
+                    f"{env_name}: {bad} value(s) of number column {shown} of {source.where} are not {NUMBER_TIME}, "
                     f"so windows cannot select them by instant: fix those rows, or point {env_name} at a timestamp "
                     "column or a view column that converts them"
                 )
@@ -78,10 +79,11 @@ def check_text_columns(source: Source) -> None:
             continue
         declared, base, category = source._types[name]
         if category != "S" and base not in TEXT_TYPES:
+            q = source.sql_name(name)
             raise ConfigError(
-                f"{env_name}: column {name} of {source.where} is of type {declared}, not text: point {env_name} "
-                f"at a view column that holds its text (for example {name}->>'text' AS {name} for JSON, "
-                f"convert_from({name}, 'UTF8') AS {name} for bytea, CAST({name} AS text) AS {name} otherwise)"
+                f"{env_name}: column {shown_name(name)} of {source.where} is of type {declared}, not text: point "
+                f"{env_name} at a view column that holds its text (for example {q}->>'text' AS {q} for JSON, "
+                f"convert_from({q}, 'UTF8') AS {q} for bytea, CAST({q} AS text) AS {q} otherwise)"
             )
 
 
@@ -155,7 +157,7 @@ def check_text_stamps(source: Source, conn: sa.Connection, name: str, env_name: 
                 counts[how] = counts.get(how, 0) + 1
     finally:
         result.close()
-    where = f"column {name} of {source.where}"
+    where = f"column {shown_name(name)} of {source.where}"
     if counts.get("unreadable"):
         numbers = "" if source.is_pg else f", or numbers, each {NUMBER_TIME}"
         orders = f" in the order TICKETS_SOURCE_DATE_ORDER={order}" if order else ""
@@ -206,6 +208,6 @@ def check_keys(source: Source, conn: sa.Connection) -> None:
     found = source.existing(conn, keys)
     if set(keys) - found:
         raise ConfigError(
-            f"TICKETS_COL_ID: ticket IDs of column {source.cols.ticket_id} of {source.where} cannot be looked up by "
-            "their own values: point TICKETS_COL_ID at a column of integers, text or UUIDs"
+            f"TICKETS_COL_ID: ticket IDs of column {shown_name(source.cols.ticket_id)} of {source.where} cannot be "
+            "looked up by their own values: point TICKETS_COL_ID at a column of integers, text or UUIDs"
         )

@@ -447,6 +447,56 @@ def test_our_tables_further_along_the_search_path_are_the_ones_checked(cluster):
         engine.dispose()
 
 
+def test_source_names_of_a_csv_import_are_checked_and_granted_as_names(cluster):
+    """Names with spaces, quotes, slashes and umlauts (a schema, its table, the columns read): the missing rights
+    are named with GRANTs the server quoted, running them is enough, and the role then reads the source."""
+    schema, table = 'help-desk "EU"', "Help-Desk Export"
+    cols = SourceColumns(
+        table=table,
+        schema=schema,
+        ticket_id="Ticket ID",
+        subject="Betreff",
+        body="Nachricht / Text",
+        created_at="Created At",
+        updated_at="Änderungsdatum",
+    )
+    rel = f"{_quoted(schema)}.{_quoted(table)}"
+    cluster.sql(
+        f"CREATE SCHEMA {_quoted(schema)}",
+        f'CREATE TABLE {rel} ("Ticket ID" bigint, "Betreff" text, "Nachricht / Text" text, '
+        '"Created At" timestamptz, "Änderungsdatum" timestamptz, "E-Mail" text)',
+        f"INSERT INTO {rel} VALUES (1, 'Card', 'Where is my card?', now(), now(), '{SECRET_EMAIL}')",
+    )
+    role = cluster.role("csv", search_path="inference_csv")
+    cluster.sql(
+        f"CREATE SCHEMA inference_csv AUTHORIZATION {role}", f'GRANT TEMPORARY ON DATABASE "{cluster.db}" TO {role}'
+    )
+    engine = cluster.engine_for(role)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            check_privileges(engine, cols, OUR_TABLES, read_only=[VERSION_TABLE])
+        read = '"Ticket ID", "Betreff", "Nachricht / Text", "Created At", "Änderungsdatum"'
+        assert grants_in(str(caught.value)) == [
+            f'GRANT USAGE ON SCHEMA "help-desk ""EU""" TO {role};',
+            f'GRANT SELECT ({read}) ON "help-desk ""EU"""."Help-Desk Export" TO {role};',
+        ]
+        assert SECRET_EMAIL not in str(caught.value)
+        cluster.sql(*grants_in(str(caught.value)))
+        check_privileges(engine, cols, OUR_TABLES, read_only=[VERSION_TABLE])
+        source = Source(engine, cols)  # the relation found by its names, as this role sees it
+        assert source.row_versions is False  # five columns only
+        source.check()
+        with engine.connect() as conn:
+            assert source.existing(conn, ["1", "2"]) == {"1"}
+    finally:
+        engine.dispose()
+        cluster.sql(f"DROP SCHEMA {_quoted(schema)} CASCADE")
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def test_sqlite_has_nothing_to_check(tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'tickets.db'}")
     try:

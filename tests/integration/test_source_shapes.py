@@ -317,6 +317,181 @@ def test_ids_as_help_desks_write_them_can_be_named_in_a_run(db_engine, shapes):
     assert sorted(s.results(db_engine)) == sorted(ODD_IDS[:-1])
 
 
+# --- names as CSV imports keep them ----------------------------------------------------------------------------
+
+# A help desk's CSV export imported as it is (pandas' to_sql, `sqlite3 .import`): headers with spaces, dashes,
+# slashes, umlauts, quotes; on PostgreSQL in a schema whose name has a dot, quotes and a percent sign (psycopg2
+# formats statements with %). Every name is quoted wherever it goes into SQL.
+ODD_SCHEMA = 'help-desk.eu "prod" 100%'
+ODD_TABLE = 'Help-Desk Export "2026"'
+ODD_COLUMNS = dict(
+    ticket_id="Ticket ID",
+    subject="Betreff",
+    body="Nachricht / Text",
+    created_at="Created At",
+    updated_at="Änderungsdatum",
+)
+
+
+def quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@pytest.fixture
+def odd_schema(db_engine, shapes):
+    """PostgreSQL: ODD_SCHEMA, dropped at the end with all in it; SQLite has no schemas: None."""
+    if not shapes.pg:
+        yield None
+        return
+    shapes.sql(f"DROP SCHEMA IF EXISTS {quoted(ODD_SCHEMA)} CASCADE", f"CREATE SCHEMA {quoted(ODD_SCHEMA)}")
+    try:
+        yield ODD_SCHEMA
+    finally:
+        shapes.sql(f"DROP SCHEMA IF EXISTS {quoted(ODD_SCHEMA)} CASCADE")
+
+
+def odd_table(shapes, schema: str | None, at: dict[int, dt.datetime]) -> str:
+    """ODD_TABLE (in `schema`) holding ticket k (text(k)) created and updated at at[k]; returns its name as DDL
+    writes it."""
+    ts = shapes.ts()
+    name = f"{quoted(schema)}.{quoted(ODD_TABLE)}" if schema else quoted(ODD_TABLE)
+    c = {k: quoted(v) for k, v in ODD_COLUMNS.items()}
+    unread = quoted('say "hi"')  # a column not read
+    shapes.table(
+        name,
+        f"{c['ticket_id']} BIGINT, {c['subject']} TEXT, {c['body']} TEXT, {c['created_at']} {ts}, "
+        f"{c['updated_at']} {ts}, {unread} TEXT",
+    )
+    values = [
+        {ODD_COLUMNS[k]: v for k, v in ticket(k, *text(k), when).items()} | {'say "hi"': "not read"}
+        for k, when in sorted(at.items())
+    ]
+    table = sa.table(ODD_TABLE, *[sa.column(n) for n in values[0]], schema=schema)
+    with writing(shapes.engine) as conn:
+        conn.execute(sa.insert(table), [shapes._value_row(v) for v in values])
+    return name
+
+
+def test_names_with_spaces_dashes_quotes_and_umlauts_are_read_end_to_end(db_engine, shapes, odd_schema):
+    nights = {1: W_BEFORE.start + dt.timedelta(hours=1), 2: AT, 3: AT, 4: AT + dt.timedelta(hours=1)}
+    nights |= {5: W_AFTER.start + dt.timedelta(hours=2), 6: AT}
+    odd_table(shapes, odd_schema, nights)
+    settings = s.settings(db_engine, ODD_TABLE, columns={**ODD_COLUMNS, "schema": odd_schema})
+
+    seen = _three_nights(db_engine, settings, "odd")  # plan (with the start checks), infer, load, each night
+
+    window_of = {k: "before" if at < W.start else "after" if at >= W.end else "night" for k, at in nights.items()}
+    assert seen == {str(k): {window_of[k]} for k in nights}  # every ticket processed once, in its own night
+    stored = s.results(db_engine)
+    assert {k: r.content_hash for k, r in stored.items()} == {str(k): s.digest(*text(k)) for k in nights}
+    assert {k: r.source_updated_at for k, r in stored.items()} == {str(k): at for k, at in nights.items()}
+
+    # a rerun by ID reads those tickets again by key
+    named = s.run(settings, "odd-named", W, RunOptions(ticket_ids=("2", "5", "404")))
+    assert (named["status"], named["backlog"], named["succeeded"]) == ("succeeded", 2, 2)
+    assert sorted(s.items(db_engine, "odd-named")) == ["2", "5"]
+
+    # a changed ticket is found again by its key and replaced; the ID column's name is quoted in the lookups
+    table = sa.table(ODD_TABLE, *[sa.column(n) for n in ODD_COLUMNS.values()], schema=odd_schema)
+    later = W_AFTER.start + dt.timedelta(hours=5)
+    with writing(db_engine) as conn:
+        conn.execute(
+            sa.update(table)
+            .where(table.c["Ticket ID"] == 3)
+            .values(
+                {
+                    "Nachricht / Text": "Now a different question.",
+                    "Änderungsdatum": shapes._value_row({"t": later})["t"],
+                }
+            )
+        )
+    again = s.run(settings, "odd-changed", W_AFTER)
+    assert (again["status"], again["backlog"], again["succeeded"]) == ("succeeded", 1, 1)  # 5 is unchanged
+    assert sorted(s.items(db_engine, "odd-changed")) == ["3"]
+    assert s.results(db_engine)["3"].content_hash == s.digest(text(3)[0], "Now a different question.")
+
+    # a column the table lacks is named as it is set, quoted
+    wrong = s.with_source(settings, updated_at="Änderungs datum")
+    with pytest.raises(ConfigError, match='has no column\\(s\\) "Änderungs datum": set the TICKETS_COL_'):
+        plan_run(wrong, "odd-wrong", W)
+
+
+def test_the_privilege_and_start_checks_read_odd_names_as_names(db_engine, shapes, odd_schema):
+    from inference.store.migrate import VERSION_TABLE
+    from inference.store.privileges import check_privileges
+    from inference.store.schema import OUR_TABLES
+    from inference.store.source import Source
+
+    odd_table(shapes, odd_schema, dict.fromkeys([1, 2, 3], AT))
+    cols = s.settings(db_engine, ODD_TABLE, columns={**ODD_COLUMNS, "schema": odd_schema}).source
+    check_privileges(db_engine, cols, OUR_TABLES, read_only=(VERSION_TABLE,))  # nothing missing, nothing raised
+    source = Source(db_engine, cols)
+    source.check()
+    assert source.row_versions is shapes.pg and source.hashes_in_db is shapes.pg  # the relation found by name
+    with db_engine.connect() as conn:
+        assert sorted(source.existing(conn, ["1", "2", "3", "4"])) == ["1", "2", "3"]
+    where = f"{quoted(ODD_SCHEMA)}.{quoted(ODD_TABLE)}" if shapes.pg else quoted(ODD_TABLE)
+    assert source.where == where
+
+
+def test_a_refused_column_with_an_odd_name_gets_a_fix_that_works(db_engine, shapes, odd_schema):
+    # PostgreSQL: a JSON body column is refused at start; the view the message suggests quotes the name
+    if not shapes.pg:
+        pytest.skip("SQLite reads any value as text")
+    c = {k: quoted(v) for k, v in ODD_COLUMNS.items()}
+    raw = f"{quoted(odd_schema)}.{quoted('raw export')}"
+    shapes.table(
+        raw,
+        f"{c['ticket_id']} BIGINT, {c['subject']} TEXT, {c['body']} JSONB, {c['created_at']} TIMESTAMPTZ, "
+        f"{c['updated_at']} TIMESTAMPTZ",
+    )
+    shapes.sql(f"INSERT INTO {raw} VALUES (1, 'Card', '{{\"text\": \"Where is my card?\"}}', '{AT.isoformat()}', NULL)")
+    columns = {**ODD_COLUMNS, "schema": odd_schema}
+    with pytest.raises(ConfigError) as refused:
+        plan_run(s.settings(db_engine, "raw export", columns=columns), "run-1", W)
+    message = str(refused.value)
+    assert (
+        f'TICKETS_COL_BODY: column "Nachricht / Text" of {quoted(ODD_SCHEMA)}."raw export" is of type jsonb' in message
+    )
+    assert s.run_rows(db_engine) == 0
+    fix = re.search(r"for example (.+?) AS \"Nachricht / Text\" for JSON", message)[1]
+    assert fix == "\"Nachricht / Text\"->>'text'"
+    view = f"{quoted(odd_schema)}.{quoted('Tickets (view)')}"
+    shapes.view(
+        view,
+        f"SELECT {c['ticket_id']}, {c['subject']}, {fix} AS {c['body']}, {c['created_at']}, "
+        f"{c['updated_at']} FROM {raw}",
+    )
+    summary = s.run(s.settings(db_engine, "Tickets (view)", columns=columns), "run-2", W)
+    assert (summary["status"], summary["succeeded"]) == ("succeeded", 1)
+    assert s.results(db_engine)["1"].content_hash == s.digest("Card", "Where is my card?")
+
+
+INJECTIONS = ['src"; DROP TABLE src; --', "src; DROP TABLE src; --", "src' OR '1'='1"]
+
+
+@pytest.mark.parametrize("name", INJECTIONS)
+def test_a_name_shaped_like_sql_is_only_a_name(db_engine, shapes, name):
+    shapes.tickets_table()
+    shapes.insert("src", rows([1, 2, 3]))
+    shown = quoted(name)
+
+    with pytest.raises(ConfigError, match=f"source table {re.escape(shown)} does not exist"):
+        plan_run(s.settings(db_engine, name), "run-1", W)
+    for column in ("ticket_id", "body", "updated_at"):
+        with pytest.raises(ConfigError, match=f"source table src has no column\\(s\\) {re.escape(shown)}"):
+            plan_run(s.settings(db_engine, columns={column: name}), "run-1", W)
+    if shapes.pg:
+        with pytest.raises(ConfigError, match=f"source table {re.escape(shown)}.src does not exist"):
+            plan_run(s.settings(db_engine, columns={"schema": name}), "run-1", W)
+
+    assert s.run_rows(db_engine) == 0  # nothing written
+    with db_engine.connect() as conn:  # the real table is still there, whole
+        assert conn.scalar(sa.select(sa.func.count()).select_from(sa.table("src"))) == 3
+    summary = s.run(s.settings(db_engine), "run-2", W)
+    assert (summary["status"], summary["succeeded"]) == ("succeeded", 3)
+
+
 # --- timestamps ------------------------------------------------------------------------------------------------
 
 

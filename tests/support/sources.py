@@ -79,7 +79,8 @@ class Shapes:
             for kind in ("VIEW", "TABLE"):
                 with contextlib.suppress(sa.exc.DBAPIError):
                     with conn.begin_nested():
-                        conn.exec_driver_sql(f"DROP {kind} IF EXISTS {name}{cascade}")
+                        statement = f"DROP {kind} IF EXISTS {name}{cascade}"
+                        conn.exec_driver_sql(statement.replace("%", "%%") if self.pg else statement)
 
     def close(self) -> None:
         for _kind, name in reversed(self.made):

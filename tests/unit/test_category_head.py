@@ -227,9 +227,37 @@ def test_fitting_from_a_table_with_a_label_column(tmp_path):
     args = table_args("closed")
     rows = list(read_table(settings, args))
     assert len(rows) == 36 and {r.label for r in rows} == set(QUEUES)
-    args.label_column = "queue; drop table closed"
-    with pytest.raises(ConfigError, match="plain SQL identifier"):
+    # a name shaped like SQL is only a name (quoted): one the table does not have, reported as such
+    for label_column in ("queue; drop table closed", 'queue"; DROP TABLE closed; --'):
+        args.label_column = label_column
+        with pytest.raises(ConfigError, match=r"--label-column: table closed has no column \"queue"):
+            list(read_table(settings, args))
+    args.label_column = "queue\x00"
+    with pytest.raises(ConfigError, match="--label-column 'queue\\\\x00' holds the control or invisible character"):
         list(read_table(settings, args))
+    with pytest.raises(ConfigError, match='--from-table: table "closed; drop table closed" does not exist'):
+        list(read_table(settings, table_args("closed; drop table closed")))
+    assert len(list(read_table(settings, table_args("closed")))) == 36  # the table is still there
+
+
+def test_fitting_from_a_table_whose_names_are_csv_headers(tmp_path):
+    # a CSV export imported as it is: headers with spaces, a slash, umlauts and a double quote
+    engine = make_engine(f"sqlite:///{tmp_path / 'h.db'}")
+    with writing(engine) as conn:
+        conn.execute(
+            sa.text('CREATE TABLE "Closed Tickets" ("Betreff" TEXT, "Nachricht / Text" TEXT, "say ""hi""" TEXT)')
+        )
+        conn.execute(
+            sa.text('INSERT INTO "Closed Tickets" VALUES (:s, :b, :q)'),
+            [dict(s=r.subject, b=r.body, q=r.label) for r in queue_rows()],
+        )
+    engine.dispose()
+    settings = Settings(db_url=f"sqlite:///{tmp_path / 'h.db'}", device="cpu", cache_dir="")
+    args = table_args(
+        "Closed Tickets", label_column='say "hi"', subject_column="Betreff", body_column="Nachricht / Text"
+    )
+    rows = list(read_table(settings, args))
+    assert [(r.subject, r.body, r.label) for r in rows] == [(r.subject, r.body, r.label) for r in queue_rows()]
 
 
 @pytest.mark.parametrize("subject_column", ["none", "message"])

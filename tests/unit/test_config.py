@@ -97,8 +97,9 @@ def test_a_source_without_a_subject_reads_its_body_once(subject):
     assert source.subject is None
     assert source.read == ["ticket_id", "description", "created_at"]
     assert settings_from_env({}).source.read == ["ticket_id", "subject", "body", "created_at", "updated_at"]
-    with pytest.raises(ConfigError, match="TICKETS_COL_SUBJECT: source subject name 'no ne'"):
-        settings_from_env({"TICKETS_COL_SUBJECT": "no ne"})
+    assert settings_from_env({"TICKETS_COL_SUBJECT": "no ne"}).source.subject == "no ne"  # a column of that name
+    with pytest.raises(ConfigError, match="TICKETS_COL_SUBJECT: source subject name ' none' begins or ends with"):
+        settings_from_env({"TICKETS_COL_SUBJECT": " none"})
 
 
 def test_blank_values_fall_back_to_defaults():
@@ -234,53 +235,104 @@ def test_bad_db_url_error_does_not_echo_the_password():
     assert SECRET not in str(err.value)
 
 
-BAD_IDENTIFIERS = [
-    "tickets; drop table x",
-    "tickets--",
-    'tickets"',
+# Source names: any name a help desk's table really has (CSV headers as pandas or `sqlite3 .import` keep them,
+# any script, quotes and SQL-looking text included: they are quoted wherever they go into SQL); refused, each
+# naming the setting: the empty name, leading or trailing whitespace (never stripped), control and invisible
+# characters, more than 63 bytes in UTF-8 (PostgreSQL would cut it short).
+GOOD_SOURCE_NAMES = [
+    "tickets",
+    "Ticket",
+    "Ticket ID",
+    "Created At",
+    "help-desk",
+    "Betreff",
+    "Änderungsdatum",
+    "工单 编号",
+    "Nachricht / Text",
+    'say "hi"',
+    "it's",
     "a.b",
     "1tickets",
-    "tic kets",
-    "",
-    "x" * 64,
-    "tïckets",
+    "#id",
+    "$amount",
+    "100% done",
+    "tickets; drop table x",
+    'src"; DROP TABLE src; --',
+    "tic\u00a0kets",  # a no-break space inside
+    "x" * 63,
+    "ä" * 31 + "x",  # 63 bytes
 ]
+BAD_SOURCE_NAMES = {
+    " tickets": "begins or ends with whitespace",
+    "tickets ": "begins or ends with whitespace",
+    "tickets\n": "begins or ends with whitespace",
+    "\u00a0tickets": "begins or ends with whitespace",
+    "tic\x00kets": "holds the control or invisible character U+0000",
+    "tic\nkets": "holds the control or invisible character U+000A",
+    "tic\tkets": "holds the control or invisible character U+0009",
+    "tic\x7fkets": "holds the control or invisible character U+007F",
+    "tic\u200bkets": "holds the control or invisible character U+200B",  # zero-width space
+    "tic\u202ekets": "holds the control or invisible character U+202E",  # right-to-left override
+    "tic\u2028kets": "holds the control or invisible character U+2028",  # line separator
+    "x" * 64: "is 64 bytes long in UTF-8, more than PostgreSQL's 63",
+    "ä" * 32: "is 64 bytes long in UTF-8, more than PostgreSQL's 63",
+}
 
 
 @pytest.mark.parametrize("var", sorted(SOURCE_VARS))
-@pytest.mark.parametrize("value", [v for v in BAD_IDENTIFIERS if v])  # "" means "use the default"
-def test_sql_shaped_source_identifiers_rejected(var, value):
+@pytest.mark.parametrize("value", GOOD_SOURCE_NAMES)
+def test_source_names_help_desks_really_have_are_accepted(var, value):
+    s = settings_from_env({var: value})
+    assert getattr(s.source, SOURCE_VARS[var]) == value  # exactly as given: nothing stripped or folded
+
+
+@pytest.mark.parametrize("var", sorted(SOURCE_VARS))
+@pytest.mark.parametrize("value", sorted(BAD_SOURCE_NAMES))
+def test_bad_source_names_are_refused_naming_the_setting_and_why(var, value):
     with pytest.raises(ConfigError) as err:
         settings_from_env({var: value})
     message = str(err.value)
-    assert SOURCE_VARS[var] in message
-    assert "identifier" in message
+    assert message.startswith(f"{var}: source {SOURCE_VARS[var]} name {value!r} {BAD_SOURCE_NAMES[value]}")
+    assert "at most 63 bytes in UTF-8" in message  # and what a valid name looks like
 
 
-@pytest.mark.parametrize("value", BAD_IDENTIFIERS + [None, 5])
-def test_source_columns_reject_non_identifiers(value):
-    with pytest.raises(ConfigError):
+@pytest.mark.parametrize("value", [*BAD_SOURCE_NAMES, "", None, 5, b"tickets"])
+def test_source_columns_refuse_bad_names(value):
+    with pytest.raises(ConfigError, match="TICKETS_SOURCE_TABLE: source table name"):
         SourceColumns(table=value)
 
 
-def test_source_identifier_limits_accepted():
-    SourceColumns(table="_" + "x" * 62, schema=None, ticket_id="T1", subject="s_2")
+def test_empty_source_names_are_refused_in_code_and_mean_the_default_in_the_environment():
+    for field in ("table", "schema", "ticket_id", "subject", "body", "created_at", "updated_at"):
+        with pytest.raises(ConfigError, match=f"source {field} name '' is empty"):
+            SourceColumns(**{field: ""})
+    assert settings_from_env({"TICKETS_SOURCE_TABLE": ""}).source.table == "tickets"
 
 
-@pytest.mark.parametrize("var", ["TICKETS_SOURCE_TABLE", "TICKETS_COL_BODY"])
-def test_identifier_with_trailing_newline_rejected(var):
-    with pytest.raises(ConfigError):
-        settings_from_env({var: "tickets\n"})
+def test_source_name_limits_accepted():
+    SourceColumns(table="_" + "x" * 62, schema="ß" * 31 + "s", ticket_id="T1", subject="s_2")
 
 
-def test_source_identifier_error_names_the_environment_variable():
+def test_source_name_error_names_the_environment_variable():
     unnamed = []
     for var in sorted(SOURCE_VARS):
         with pytest.raises(ConfigError) as err:
-            settings_from_env({var: "tickets; drop table x"})
+            settings_from_env({var: "tickets\x00"})
         if var not in str(err.value):
             unnamed.append(var)
     assert unnamed == []
+
+
+def test_messages_show_odd_source_names_quoted_and_plain_ones_as_they_are():
+    from inference.config import shown_name
+
+    assert [shown_name(n) for n in ("tickets", "createdAt", "Ticket ID", 'say "hi"', "a,b")] == [
+        "tickets",
+        "createdAt",
+        '"Ticket ID"',
+        '"say ""hi"""',
+        '"a,b"',
+    ]
 
 
 # --- secrets ----------------------------------------------------------------------------------
