@@ -282,9 +282,12 @@ if __name__ == "__main__":
         "or (--demo PATH) write the demo tickets with their generator labels"
     )
     p.add_argument("csv", nargs="?")
+    p.add_argument(
+        "--out", type=Path, default=BANKING77, help=f"where the mapped BANKING77 rows go (default {BANKING77})"
+    )
     p.add_argument("--demo", type=Path, help="write the labelled demo set here (e.g. /tmp/demo_labelled.jsonl)")
     args = p.parse_args()
     if args.demo:
         print(write_demo(args.demo), "rows written to", args.demo)
     if args.csv:
-        print(build_banking77(args.csv), "rows written to", BANKING77)
+        print(build_banking77(args.csv, args.out), "rows written to", args.out)
