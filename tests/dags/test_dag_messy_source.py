@@ -1,5 +1,5 @@
-"""The real DAG (dag.test, the real model) on a help desk's own table, not the demo's: a schema of its own, text
-IDs as agents write them, no subject column, one timestamp column holding RFC 2822 text and Unix times written
+"""The real DAG (dag.test, the real model) on a help desk's own table, not the demo's: a schema of its own, names
+as a CSV import keeps its headers (spaces, a dash, parentheses, an umlaut), text IDs as agents write them, no subject column, one timestamp column holding RFC 2822 text and Unix times written
 as digits, bodies that are plain text, an HTML reply, the raw e-mail message of a reply and nothing visible, and
 a ticket imported twice. Then an operator reprocesses one ticket by its ID from the trigger form's params."""
 
@@ -59,28 +59,31 @@ def dag(airflow_db):
 @pytest.fixture
 def helpdesk(pg_engine, monkeypatch):
     with writing(pg_engine) as conn:
-        conn.exec_driver_sql("CREATE SCHEMA helpdesk")
-        conn.exec_driver_sql("CREATE TABLE helpdesk.requests (id TEXT, message TEXT, received TEXT)")
+        conn.exec_driver_sql('CREATE SCHEMA "Help-Desk"')
+        conn.exec_driver_sql(
+            'CREATE TABLE "Help-Desk"."Requests (export)" ("Ticket ID" TEXT, "Übermittelter Text" TEXT, "Received at" TEXT)'
+        )
         conn.execute(
-            sa.text("INSERT INTO helpdesk.requests VALUES (:i, :m, :r)"), [dict(i=i, m=m, r=r) for i, m, r in ROWS]
+            sa.text('INSERT INTO "Help-Desk"."Requests (export)" VALUES (:i, :m, :r)'),
+            [dict(i=i, m=m, r=r) for i, m, r in ROWS],
         )
     url = pg_engine.url
     monkeypatch.setenv("AIRFLOW_CONN_TICKETS_DB", f"postgresql://{url.username}@{url.host}:{url.port}/{url.database}")
     for name, value in {
-        "TICKETS_SOURCE_SCHEMA": "helpdesk",
-        "TICKETS_SOURCE_TABLE": "requests",
-        "TICKETS_COL_ID": "id",
+        "TICKETS_SOURCE_SCHEMA": "Help-Desk",
+        "TICKETS_SOURCE_TABLE": "Requests (export)",
+        "TICKETS_COL_ID": "Ticket ID",
         "TICKETS_COL_SUBJECT": "none",
-        "TICKETS_COL_BODY": "message",
-        "TICKETS_COL_CREATED_AT": "received",
-        "TICKETS_COL_UPDATED_AT": "received",
+        "TICKETS_COL_BODY": "Übermittelter Text",
+        "TICKETS_COL_CREATED_AT": "Received at",
+        "TICKETS_COL_UPDATED_AT": "Received at",
         "INFERENCE_DEVICE": "cpu",
         "INFERENCE_CHUNK_SIZE": "2",
     }.items():
         monkeypatch.setenv(name, value)
     yield pg_engine
     with writing(pg_engine) as conn:
-        conn.exec_driver_sql("DROP SCHEMA helpdesk CASCADE")
+        conn.exec_driver_sql('DROP SCHEMA "Help-Desk" CASCADE')
 
 
 def items_of(engine, run_id: str) -> dict[str, tuple[str, str | None]]:
