@@ -1,7 +1,8 @@
-"""The real DAG (dag.test, the real model) on a help desk's own table, not the demo's: a schema of its own, names
-as a CSV import keeps its headers (spaces, a dash, parentheses, an umlaut), text IDs as agents write them, no subject column, one timestamp column holding RFC 2822 text and Unix times written
-as digits, bodies that are plain text, an HTML reply, the raw e-mail message of a reply and nothing visible, and
-a ticket imported twice. Then an operator reprocesses one ticket by its ID from the trigger form's params."""
+"""The real DAG (dag.test, the real model) on a help desk's own table, not the demo's: a schema of its own, names as a
+CSV import keeps its headers (spaces, a dash, parentheses, an umlaut), text IDs as agents write them, no subject
+column, one timestamp column holding RFC 2822 text and Unix times written as digits, bodies that are plain text, an
+HTML reply, the raw e-mail message of a reply and nothing visible, and a ticket imported twice. Then an operator
+reprocesses one ticket by its ID from the trigger form's params."""
 
 from __future__ import annotations
 
