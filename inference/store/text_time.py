@@ -1,9 +1,12 @@
 """Source timestamps written as text: ISO-8601 (`YYYY-MM-DD[ HH:MM[:SS[.fff]]][Z|+HH:MM]`, as SQLite and most
-applications write it) and the shapes help desks, mail systems and spreadsheets export beyond it: RFC 2822 ("Mon, 30 Nov 2026 05:00:00 +0000"), numeric dates with slashes, dots or dashes
-("30/11/2026 17:05", "11/30/2026 5:05 PM", "30.11.2026 17:05", "2026/11/30 17:05:00") and English month
-names ("Nov 30, 2026 5:05 PM", "30-Nov-2026 17:05:00", "30 November 2026"), the clock before the year
-as C's asctime, Unix `date` and Java's Date.toString write it ("Mon Nov 30 17:05:00 UTC 2026"), and ISO-8601's
-basic format as LDAP, iCalendar and SAP exports write it ("20261130T050000Z", "20261130050000", "20261130").
+applications write it) and the shapes help desks, mail systems and spreadsheets export beyond it: RFC 2822 ("Mon,
+30 Nov 2026 05:00:00 +0000"), numeric dates with slashes, dots or dashes ("30/11/2026 17:05", "11/30/2026 5:05 PM",
+"30.11.2026 17:05", "2026/11/30 17:05:00"), month names ("Nov 30, 2026 5:05 PM", "30-Nov-2026 17:05:00", "30
+November 2026") in English and as German, French, Spanish, Italian, Dutch and Portuguese exports write them ("30.
+Nov. 2026 17:05 Uhr", "lundi 30 novembre 2026 à 17h05", "30 de noviembre de 2026", "30 dicembre 2026 alle 17:05",
+"30 mrt. 2026", "30 de março de 2026"), the clock before the year as C's asctime, Unix `date` and Java's
+Date.toString write it ("Mon Nov 30 17:05:00 UTC 2026"), and ISO-8601's basic format as LDAP, iCalendar and SAP
+exports write it ("20261130T050000Z", "20261130050000", "20261130").
 
 Strict on purpose: a value is read only when it has exactly one reading. The year has four digits (two-digit
 years are refused: which century?), the time is optional (midnight), seconds and a fraction are optional,
@@ -25,31 +28,29 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import unicodedata
 import zoneinfo
 
 DATE_ORDERS = ("dmy", "mdy")  # TICKETS_SOURCE_DATE_ORDER
 
-_MONTHS = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("jan", "january"),
-            ("feb", "february"),
-            ("mar", "march"),
-            ("apr", "april"),
-            ("may",),
-            ("jun", "june"),
-            ("jul", "july"),
-            ("aug", "august"),
-            ("sep", "sept", "september"),
-            ("oct", "october"),
-            ("nov", "november"),
-            ("dec", "december"),
-        ),
-        start=1,
-    )
-    for name in names
-}
+# Month names and their usual abbreviations in English, German, French, Spanish, Italian, Dutch and Portuguese,
+# accents folded ("märz" is "marz", "février" "fevrier"): no name or abbreviation means two months
+_MONTH_NAMES = (  # January to December
+    ("jan", "january", "januar", "janner", "janv", "janvier", "ene", "enero", "gen", "gennaio")
+    + ("januari", "janeiro"),
+    ("feb", "february", "februar", "fev", "fevr", "fevrier", "febrero", "febbraio", "februari", "fevereiro"),
+    ("mar", "march", "marz", "maerz", "mars", "marzo", "mrt", "maart", "marco"),
+    ("apr", "april", "avr", "avril", "abr", "abril", "aprile"),
+    ("may", "mai", "mayo", "mag", "maggio", "mei", "maio"),
+    ("jun", "june", "juni", "juin", "junio", "giu", "giugno", "junho"),
+    ("jul", "july", "juli", "juil", "juillet", "julio", "lug", "luglio", "julho"),
+    ("aug", "august", "aout", "ago", "agosto", "augustus"),
+    ("sep", "sept", "september", "septembre", "septiembre", "setiembre", "set", "settembre", "setembro"),
+    ("oct", "october", "okt", "oktober", "octobre", "octubre", "ott", "ottobre", "out", "outubro"),
+    ("nov", "november", "novembre", "noviembre", "novembro"),
+    ("dec", "december", "dez", "dezember", "decembre", "dic", "diciembre", "dicembre", "dezembro"),
+)
+_MONTHS = {name: number for number, names in enumerate(_MONTH_NAMES, start=1) for name in names}
 _NAMED_ZONES = {  # hours from UTC: the zones RFC 2822 defines, and the names of UTC itself
     "z": 0,
     "ut": 0,
@@ -64,17 +65,27 @@ _NAMED_ZONES = {  # hours from UTC: the zones RFC 2822 defines, and the names of
     "pst": -8,
     "pdt": -7,
 }
-_WEEKDAY = r"(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)(?:day|nesday|sday|urday)?\.?,?\s*"
-_MONTH = r"[a-z]{3,9}"
-_ORDINAL = r"(?:st|nd|rd|th)?"
+_WEEKDAY = (  # English; German, French, Spanish, Italian, Dutch, Portuguese (accents folded); then ".", ","
+    r"(?:(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)(?:day|nesday|sday|urday)?"
+    r"|montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonnabend|sonntag|mo|di|mi|do|fr|sa|so"
+    r"|lundi|mardi|mercredi|jeudi|vendredi|samedi|dimanche|lun|mar|mer|jeu|ven|sam|dim"
+    r"|lunes|martes|miercoles|jueves|viernes|sabado|domingo|mie|jue|vie|sab|dom"
+    r"|lunedi|martedi|mercoledi|giovedi|venerdi|domenica|gio"
+    r"|maandag|dinsdag|woensdag|donderdag|vrijdag|zaterdag|zondag|ma|wo|vr|za|zo"
+    r"|(?:segunda|terca|quarta|quinta|sexta)(?:-feira)?|seg|ter|qua|qui|sex)\.?,?\s*"
+)
+_MONTH = r"[a-z]{3,10}"
+_ORDINAL = r"(?:st|nd|rd|th|er)?\.?"  # 30th, 1er (French), 30. (German)
+_OF = r"(?:de\s+)?"  # "30 de noviembre de 2026" (Spanish, Portuguese)
 _DATE = (
     r"(?:(?P<ymd_y>\d{4})(?P<ymd_s>[-/.])(?P<ymd_m>\d{1,2})(?P=ymd_s)(?P<ymd_d>\d{1,2})"  # 2026-11-30, 2026/11/30
     r"|(?P<num_a>\d{1,2})(?P<num_s>[-/.])(?P<num_b>\d{1,2})(?P=num_s)(?P<num_y>\d{4})"  # 30/11/2026, 11/30/2026
-    rf"|(?P<dmon_d>\d{{1,2}}){_ORDINAL}[\s-]+(?P<dmon_m>{_MONTH})\.?,?[\s-]+(?P<dmon_y>\d{{4}})"  # 30 Nov 2026
+    rf"|(?P<dmon_d>\d{{1,2}}){_ORDINAL}[\s-]+{_OF}(?P<dmon_m>{_MONTH})\.?,?[\s-]+{_OF}(?P<dmon_y>\d{{4}})"  # 30 Nov 2026
     rf"|(?P<mon_m>{_MONTH})\.?[\s-]+(?P<mon_d>\d{{1,2}}){_ORDINAL},?[\s-]+(?P<mon_y>\d{{4}}))"  # Nov 30, 2026
 )
-_CLOCK = r"(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2})(?:[.,](?P<fraction>\d+))?)?"
-_TIME = rf"(?:(?:\s*[T,]\s*|\s+(?:at\s+)?){_CLOCK}(?:\s*(?P<half>[ap])\.?m\.?(?![a-z]))?)?"
+_CLOCK = r"(?P<hour>\d{1,2})[:h](?P<minute>\d{2})(?::(?P<second>\d{2})(?:[.,](?P<fraction>\d+))?)?"  # 17:05, 17h05
+_AT = r"(?:at|um|a|as|a\s+las|alle|om|kl\.?)\s+"  # "at", and (accents folded) um, à, às, a las, alle, om, kl.
+_TIME = rf"(?:(?:\s*[T,]\s*|\s+(?:{_AT})?){_CLOCK}(?:\s*(?P<half>[ap])\.?m\.?(?![a-z])|\s*uhr)?)?"
 _IANA = r"[a-z]+(?:/[a-z0-9_+-]+)+"  # Europe/Berlin, America/Argentina/Buenos_Aires
 _ZONE = (
     r"(?:\s*(?:(?P<sign>[+-])(?P<zh>\d{2}):?(?P<zm>\d{2})?"
@@ -104,8 +115,17 @@ _BASIC = re.compile(
 )
 
 
+def _fold(text: str) -> str:
+    """Accents folded ("März" is "Marz", "à" is "a"), so that month and weekday names match as exports write
+    them with or without; digits, signs and ASCII letters are left as they are."""
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
 def _fields(text: str) -> dict[str, str | None] | None:
     """The named parts of a text timestamp in one of the shapes, or None."""
+    text = _fold(text)
     m = _TEXT_TIME.fullmatch(text) or _CLOCK_FIRST.fullmatch(text) or _BASIC.fullmatch(text)
     return m.groupdict() if m else None
 
@@ -218,7 +238,7 @@ def _zone(m: dict[str, str | None]) -> dt.tzinfo | None:
 
 
 TEXT_SHAPES = (  # for messages
-    "ISO-8601 text, RFC 2822 text, a numeric date with slashes, dots or dashes and a four-digit year, or an "
-    "English month name, each with an optional time and zone, ISO-8601's basic format (20261130T050000Z), or a "
+    "ISO-8601 text, RFC 2822 text, a numeric date with slashes, dots or dashes and a four-digit year, or a "
+    "month name (English, German, French, Spanish, Italian, Dutch or Portuguese), each with an optional time and zone, ISO-8601's basic format (20261130T050000Z), or a "
     "Unix time written as digits (README: Text timestamps in other shapes)"
 )

@@ -564,6 +564,32 @@ def _zone_named(instant: dt.datetime, k: int) -> str:
 
 
 # shape -> (TICKETS_SOURCE_DATE_ORDER, instant -> the text another application wrote for it)
+_MONTHS_IN = {  # as help desks in other countries export them: full names and the usual abbreviations
+    "de": ("Jan.", "Feb.", "März", "Apr.", "Mai", "Juni", "Juli", "Aug.", "Sept.", "Okt.", "Nov.", "Dez."),
+    "fr": ("janv.", "févr.", "mars", "avril", "mai", "juin", "juil.", "août", "sept.", "octobre", "novembre", "déc."),
+    "es": ("enero", "feb.", "marzo", "abril", "mayo", "junio", "julio", "agosto", "sept.", "oct.", "noviembre", "dic."),
+    "it": ("gen", "feb", "mar", "apr", "mag", "giu", "lug", "ago", "set", "ottobre", "novembre", "dicembre"),
+    "nl": ("jan.", "feb.", "mrt.", "apr.", "mei", "jun.", "jul.", "aug.", "sep.", "okt.", "nov.", "dec."),
+    "pt": ("janeiro", "fev.", "março", "abr.", "maio", "junho", "julho", "ago.", "set.", "out.", "novembro", "dez."),
+}
+
+
+def _localized(t: dt.datetime, k: int) -> str:
+    """Ticket k's instant (UTC, no zone written) as a German, French, Spanish, Italian, Dutch or Portuguese
+    export writes it."""
+    lang = ("de", "fr", "es", "it", "nl", "pt")[k % 6]
+    month, clock = _MONTHS_IN[lang][t.month - 1], f"{t:%H:%M:%S}"
+    return {
+        "de": f"{('Mo', 'Di', 'Mi', 'Do', 'Fr', 'Sa', 'So')[t.weekday()]}, {t.day}. {month} {t.year}, {clock} Uhr",
+        "fr": f"{('lundi', 'mardi', 'mercredi', 'jeudi', 'vendredi', 'samedi', 'dimanche')[t.weekday()]} {t.day} "
+        f"{month} {t.year} à {clock}",
+        "es": f"{t.day} de {month} de {t.year} a las {clock}",
+        "it": f"{t.day} {month} {t.year} alle {clock}",
+        "nl": f"{t.day} {month} {t.year} om {clock}",
+        "pt": f"{t.day} de {month} de {t.year} às {clock}",
+    }[lang]
+
+
 def _unix_digits(instant: dt.datetime, k: int) -> str:
     micros = (instant - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
     return str(micros) if k % 2 else f"{micros // 10**6}.{micros % 10**6:06d}"
@@ -576,6 +602,7 @@ OTHER_TEXT = {
     "dotted": (None, lambda t, k: f"{t:%d.%m.%Y %H:%M:%S}.{t.microsecond:06d}Z"),  # day-first, no setting
     "month names": (None, lambda t, k: f"{t:%a, %b} {t.day}, {t:%Y} at {_twelve_hour(t)} UTC"),
     "clock before the year": (None, lambda t, k: f"{t:%a %b %d %H:%M:%S} GMT {t:%Y}"),  # Java's Date.toString
+    "month names in other languages": (None, lambda t, k: _localized(t, k)),
     "zone names": (None, lambda t, k: _zone_named(t, k)),
     # Unix times left as text by a CSV import or a JSON API: seconds with a fraction, or microseconds
     "Unix times as digits": (None, lambda t, k: _unix_digits(t, k)),
@@ -608,7 +635,7 @@ def test_text_timestamps_in_other_shapes_are_selected_by_instant(db_engine, shap
     seen = _three_nights(db_engine, settings, "other")
 
     assert seen == {str(k): {WINDOW_OF[k]} for k in STAMPS}  # each ticket once, by the night of its instant
-    seconds_only = shape in ("RFC 2822", "clock before the year", "mixed")
+    seconds_only = shape in ("RFC 2822", "clock before the year", "month names in other languages", "mixed")
     expected = {
         str(k): t.replace(microsecond=0) if seconds_only and (shape != "mixed" or k % 3 == 0) else t
         for k, (t, _) in STAMPS.items()

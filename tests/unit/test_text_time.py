@@ -44,6 +44,22 @@ def at(*fields, offset: float | None = None) -> dt.datetime:
         ("November 30th, 2026 at 12:00 am", at(2026, 11, 30, 0, 0)),
         ("Monday, November 30, 2026 5:05:06 p.m. EST", at(2026, 11, 30, 17, 5, 6, offset=-5)),
         ("Sept. 3, 2026", at(2026, 9, 3)),
+        # month names as exports in other languages write them (accents optional), with their weekdays and words
+        ("Montag, 30. November 2026, 17:05 Uhr", at(2026, 11, 30, 17, 5)),
+        ("30. März 2026 um 17:05:06", at(2026, 3, 30, 17, 5, 6)),
+        ("30 Maerz 2026", at(2026, 3, 30)),
+        ("3. Jän. 2026", at(2026, 1, 3)),  # Austrian
+        ("lundi 30 novembre 2026 à 17h05", at(2026, 11, 30, 17, 5)),
+        ("1er févr. 2026 17:05 UTC", at(2026, 2, 1, 17, 5, offset=0)),
+        ("1 fevrier 2026", at(2026, 2, 1)),
+        ("sábado, 28 de noviembre de 2026 a las 17:05", at(2026, 11, 28, 17, 5)),
+        ("30 dic. 2026 17:05 +01:00", at(2026, 12, 30, 17, 5, offset=1)),
+        ("30 dicembre 2026 alle 17:05", at(2026, 12, 30, 17, 5)),
+        ("mar 3 mar 2026", at(2026, 3, 3)),  # Tuesday (French, Spanish, Italian) the 3rd of March
+        ("30 mrt. 2026 om 09:15", at(2026, 3, 30, 9, 15)),
+        ("zo 29 nov 2026", at(2026, 11, 29)),
+        ("domingo, 29 de novembro de 2026 às 17:05", at(2026, 11, 29, 17, 5)),
+        ("30 out. 2026", at(2026, 10, 30)),  # Portuguese October
         # the clock before the year: C's asctime, Unix `date`, Java's Date.toString
         ("Mon Nov 30 05:00:00 2026", at(2026, 11, 30, 5)),
         ("Mon Nov 30 05:00:00 UTC 2026", at(2026, 11, 30, 5, offset=0)),
@@ -80,6 +96,12 @@ def test_each_shape_reads_to_what_it_means(text, expected):
         "Nov 31, 2026",
         "13/13/2026",
         "30 Foo 2026",  # no month name
+        "30 de 2026",
+        "30 de de noviembre 2026",
+        "30. Brumaire 2026",
+        "lundi 30 novembre 2026 à 25h05",
+        "Mond, 30 Nov 2026",  # no weekday
+        "2026-11-30 05:00 Uhr PM",
         "2026-11-30 13:00 PM",  # PM with a 24-hour clock
         "2026-11-30 00:30 AM",
         "2026-11-30 05:00 CET",  # zone abbreviations other than RFC 2822's mean different offsets
@@ -173,3 +195,11 @@ def test_digits_of_no_plausible_unix_time_are_refused(text):
     with pytest.raises(ValueError):
         to_instant(text, UTC)
     assert text_reading(text) == "unreadable"
+
+
+def test_no_month_name_or_abbreviation_means_two_months():
+    from inference.store.text_time import _MONTH_NAMES, _MONTHS
+
+    names = [name for names in _MONTH_NAMES for name in names]
+    assert len(names) == len(set(names)) == len(_MONTHS)
+    assert all(name.isascii() and name.isalpha() and name == name.lower() for name in names)  # matched folded
