@@ -140,3 +140,24 @@ def test_a_head_fitted_on_a_train_split_is_evaluated_on_its_test_split_as_export
     report = evaluate(with_head, str(test), encoder=encoder, columns=Columns(label="category", body="text"))
 
     assert report["tickets"] == len(rows) // 2 and report["accuracy"] >= 0.9
+
+
+def test_the_bundled_example_files_and_the_six_language_file_load_with_taxonomy_labels():
+    from collections import Counter
+    from pathlib import Path
+
+    from inference.examples import FEWSHOT, load_example_files, load_examples
+    from inference.taxonomy import DEFAULT_TAXONOMY
+
+    labels = set(DEFAULT_TAXONOMY)
+    bundled = load_example_files(None, labels)
+    assert len({e.id for e in bundled}) == len(bundled)  # ids unique across the few-shot and development files
+    fewshot = load_examples(FEWSHOT, labels)
+    assert len(fewshot) == 104 and min(Counter(e.label for e in fewshot).values()) >= 17
+    six = load_examples(
+        Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "fewshot_six_languages.jsonl", labels
+    )
+    by_language = Counter((e.lang, e.label) for e in six)
+    assert set(by_language.values()) == {2} and len(by_language) == 6 * len(labels)  # 2 per label per language
+    assert {e.lang for e in six} == {"de", "fr", "es", "it", "nl", "pt"}
+    assert not {e.id for e in six} & {e.id for e in bundled}
