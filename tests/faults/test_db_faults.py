@@ -1,6 +1,7 @@
 """Database faults during load_results on a real PostgreSQL: connections cut through a TCP proxy (mid-upsert,
 mid-message, at COMMIT) and an error on the Nth statement for every N. Each page is all-or-nothing and a
-rerun converges to the fault-free result."""
+rerun converges to the fault-free result; a cut that falls between two transactions, on a pooled connection, is
+recovered by the pool without an error and loses nothing."""
 
 from __future__ import annotations
 
@@ -97,17 +98,21 @@ def test_connection_cut_mid_load(staged, pg_proxy, view, query_rule, check_pages
     else:
         pg_proxy.reset(rule=query_rule(UPSERT, 3, "cut_before"))
 
-    with pytest.raises(DB_ERRORS):
+    try:
         load_results(through_proxy, RUN)
-
-    assert pg_proxy.cuts == 1
-    committed = check_pages(RUN, staged.order, PAGE)  # whole pages or nothing, states match the rows
-    if pages_committed is not None:
-        assert committed == pages_committed
-    assert committed < PAGES, "the cut came before the load had finished"
-
-    load_results(staged.settings, RUN)  # the retry, on a healthy connection
-    assert view.final_state(RUN) == staged.reference
+    except DB_ERRORS:
+        assert pg_proxy.cuts == 1
+        committed = check_pages(RUN, staged.order, PAGE)  # whole pages or nothing, states match the rows
+        if pages_committed is not None:
+            assert committed == pages_committed
+        assert committed < PAGES, "the cut came before the load had finished"
+        load_results(staged.settings, RUN)  # the retry, on a healthy connection
+    else:
+        # a byte position can fall between two transactions, on a connection back in the pool: its reset
+        # (ROLLBACK) meets the dead line, the pool drops that connection and the load goes on over a new one
+        assert pages_committed is None, "a cut inside a page's transaction must fail the load"
+        assert pg_proxy.cuts == 1 and pg_proxy.queries.count(b"SELECT 1\x00") >= 1  # the pool's liveness check
+    assert view.final_state(RUN) == staged.reference  # nothing lost, nothing twice, either way
 
 
 def test_connection_cut_at_every_message_of_a_page_transaction(staged, pg_proxy, view, query_rule, check_pages):
