@@ -156,11 +156,15 @@ def source_name_problem(value: object) -> str | None:
     return None
 
 
+def quoted_name(name: str) -> str:
+    """A name as an SQL quoted identifier: in double quotes, any `"` in it doubled."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def shown_name(name: str) -> str:
     """A source name as messages show it: as it is where it is a plain identifier (`tickets`, `createdAt`),
-    else in double quotes with any `"` doubled (`"Ticket ID"`), so that a name with spaces, commas or dots
-    reads as one name."""
-    return name if IDENTIFIER.fullmatch(name) else '"' + name.replace('"', '""') + '"'
+    else quoted (`"Ticket ID"`), so that a name with spaces, commas or dots reads as one name."""
+    return name if IDENTIFIER.fullmatch(name) else quoted_name(name)
 
 
 def subject_column(subject: str | None, body: str) -> str | None:

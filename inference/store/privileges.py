@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from inference.config import SourceColumns
+from inference.config import SourceColumns, quoted_name
 from inference.errors import ConfigError
 
 REMEDY = (
@@ -215,7 +215,7 @@ def _ours(conn: sa.Connection, tables: list[sa.Table], read_only: list[str], who
         if name not in schemas:
             raise ConfigError(
                 f"schema {name} for the pipeline's tables does not exist: create it "
-                f"(`CREATE SCHEMA {_quote(name)} AUTHORIZATION {who.role};`)",
+                f"(`CREATE SCHEMA {quoted_name(name)} AUTHORIZATION {who.role};`)",
                 remedy=REMEDY,
             )
         qschema, usage, create = schemas[name]
@@ -272,7 +272,3 @@ def _sequences(conn: sa.Connection, table_oids: list[int], who: _Who) -> list[Mi
         for qseq, usable in rows
         if not usable
     ]
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'

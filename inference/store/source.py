@@ -17,17 +17,16 @@ a blob's bytes, a number's digits); on PostgreSQL only string types and xml (`ch
 Duplicates. Several rows with one key (a view over a join, a replica, an import): the newest version wins,
 ties broken by the content hash, wherever the source is read (plan, infer, load), so all agree.
 
-Timestamps. The window selects by instant: SQL narrows the rows with a margin (by instant for `timestamp with
-time zone`, by local time for `timestamp without time zone`, by text for ISO-8601 text, as SQLite stores
-them, by one range per unit for Unix times and per form for compact dates), then each row's created and
-updated instants are checked exactly in Python. A text column holding any value in another shape (RFC 2822,
-30/11/2026, Nov 30, 2026: see inference.store.text_time) is not narrowed at all: every row is read and checked
-(`not_iso_count`). Naive
+Timestamps. The window selects by instant: SQL narrows the rows with a margin (by instant for `timestamp with time
+zone`, by local time for `timestamp without time zone`, by text for ISO-8601 text, as SQLite stores them, by one
+range per unit for Unix times and per form for compact dates), then each row's created and updated instants are
+checked exactly in Python. A text column holding any value in another shape (RFC 2822, 30/11/2026, Nov 30, 2026:
+see inference.store.text_time) is not narrowed at all: every row is read and checked (`not_iso_count`). Naive
 values are in TICKETS_SOURCE_TIMEZONE (default UTC; an ambiguous local time at a DST change is its first
-occurrence). Shapes that cannot be read by instant are refused by `check` before anything is written, naming
-the column and the fix: a column of another type, text without exactly one reading, numbers that are no Unix
-time, and on PostgreSQL a `timestamp without time zone` column while the database's own time zone is not UTC
-and TICKETS_SOURCE_TIMEZONE is unset.
+occurrence). Shapes that cannot be read by instant are refused by `check` before anything is written, naming the
+column and the fix: a column of another type, text without exactly one reading, numbers that are no Unix time
+nor compact date, and on PostgreSQL a `timestamp without time zone` column while the database's own time zone is
+not UTC and TICKETS_SOURCE_TIMEZONE is unset.
 
 Row versions. On a PostgreSQL table (plain or partitioned, its system columns readable), the model's read also
 notes each ticket's row versions: the system columns tableoid, ctid and xmin of every row of its key. A row
@@ -64,7 +63,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from inference.config import SourceColumns, shown_name
+from inference.config import SourceColumns, quoted_name, shown_name
 from inference.errors import ConfigError
 from inference.records import SourceTicket, SourceVersion, TicketInput
 from inference.store import source_sql as sql
@@ -179,7 +178,7 @@ class Source:
         for the fixes messages suggest (`CAST("Created At" AS timestamptz)`); never compiled into a statement."""
         if _PLAIN_SQL_NAME.fullmatch(name) and name not in self.engine.dialect.identifier_preparer.reserved_words:
             return name
-        return '"' + name.replace('"', '""') + '"'
+        return quoted_name(name)
 
     def _reflect(self, engine: sa.Engine, cols: SourceColumns) -> dict[str, tuple[str, str, str]]:
         """Which columns exist; on PostgreSQL each one's (declared type, base type name, type category)."""

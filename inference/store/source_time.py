@@ -49,10 +49,15 @@ def unix_spans(start: dt.datetime, end: dt.datetime) -> list[tuple[int, int]]:
     return [(_in_unit(start, u)[0], _in_unit(end, u)[1]) for u in UNIX_UNITS]
 
 
+def in_spans(col: sa.ColumnElement, spans: list[tuple[int, int]]) -> sa.ColumnElement[bool]:
+    """SQL: `col` lies in one of the [lo, hi) ranges."""
+    return sa.or_(*[sa.and_(col >= lo, col < hi) for lo, hi in spans])
+
+
 def in_unix_spans(col: sa.ColumnElement, start: dt.datetime, end: dt.datetime) -> sa.ColumnElement[bool]:
     """SQL: `col` is a number within `unix_spans(start, end)` (PostgreSQL: a number column; SQLite: numbers sort
     before any text, so text values never match)."""
-    return sa.or_(*[sa.and_(col >= lo, col < hi) for lo, hi in unix_spans(start, end)])
+    return in_spans(col, unix_spans(start, end))
 
 
 _PLAUSIBLE = unix_spans(UNIX_FROM, UNIX_UNTIL)
@@ -88,10 +93,6 @@ def window_number_spans(start: dt.datetime, end: dt.datetime, zone: dt.tzinfo) -
     lo = (start.astimezone(zone) - LOCAL_MARGIN).replace(tzinfo=None)
     hi = (end.astimezone(zone) + LOCAL_MARGIN).replace(tzinfo=None)
     return unix_spans(start, end) + compact_spans(lo, hi)
-
-
-def in_spans(col: sa.ColumnElement, spans: list[tuple[int, int]]) -> sa.ColumnElement[bool]:
-    return sa.or_(*[sa.and_(col >= lo, col < hi) for lo, hi in spans])
 
 
 def in_number_spans(col: sa.ColumnElement, start: dt.datetime, end: dt.datetime, zone: dt.tzinfo):
@@ -167,8 +168,8 @@ def text_reading(text: str, order: str | None = None) -> str:
 
 def to_instant(value: Any, zone: dt.tzinfo, order: str | None = None) -> dt.datetime | None:
     """A source timestamp as an aware UTC datetime; naive values are in `zone`, numbers (and digits in text) are
-    Unix times (UTC) or compact local dates (in `zone`), other text is ISO-8601 or another shape of inference.store.text_time (`order`: its date
-    order, dmy or mdy). ValueError if unreadable."""
+    Unix times (UTC) or compact local dates (in `zone`), other text is ISO-8601 or another shape of
+    inference.store.text_time (`order`: its date order, dmy or mdy). ValueError if unreadable."""
     if value is None:
         return None
     if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):

@@ -26,7 +26,7 @@ import pytest
 import sqlalchemy as sa
 
 from inference.bench.scratchdb import scratch_database
-from inference.config import SourceColumns
+from inference.config import SourceColumns, quoted_name
 from inference.errors import ConfigError
 from inference.store.db import make_engine
 from inference.store.migrate import VERSION_TABLE
@@ -460,9 +460,9 @@ def test_source_names_of_a_csv_import_are_checked_and_granted_as_names(cluster):
         created_at="Created At",
         updated_at="Änderungsdatum",
     )
-    rel = f"{_quoted(schema)}.{_quoted(table)}"
+    rel = f"{quoted_name(schema)}.{quoted_name(table)}"
     cluster.sql(
-        f"CREATE SCHEMA {_quoted(schema)}",
+        f"CREATE SCHEMA {quoted_name(schema)}",
         f'CREATE TABLE {rel} ("Ticket ID" bigint, "Betreff" text, "Nachricht / Text" text, '
         '"Created At" timestamptz, "Änderungsdatum" timestamptz, "E-Mail" text)',
         f"INSERT INTO {rel} VALUES (1, 'Card', 'Where is my card?', now(), now(), '{SECRET_EMAIL}')",
@@ -490,11 +490,7 @@ def test_source_names_of_a_csv_import_are_checked_and_granted_as_names(cluster):
             assert source.existing(conn, ["1", "2"]) == {"1"}
     finally:
         engine.dispose()
-        cluster.sql(f"DROP SCHEMA {_quoted(schema)} CASCADE")
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+        cluster.sql(f"DROP SCHEMA {quoted_name(schema)} CASCADE")
 
 
 def test_sqlite_has_nothing_to_check(tmp_path):

@@ -24,6 +24,7 @@ import zoneinfo
 import pytest
 import sqlalchemy as sa
 
+from inference.config import quoted_name
 from inference.engine.standin import StandInEncoder
 from inference.errors import ConfigError, OutputsScrambled
 from inference.options import RunOptions, parse_options
@@ -333,30 +334,26 @@ ODD_COLUMNS = dict(
 )
 
 
-def quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 @pytest.fixture
 def odd_schema(db_engine, shapes):
     """PostgreSQL: ODD_SCHEMA, dropped at the end with all in it; SQLite has no schemas: None."""
     if not shapes.pg:
         yield None
         return
-    shapes.sql(f"DROP SCHEMA IF EXISTS {quoted(ODD_SCHEMA)} CASCADE", f"CREATE SCHEMA {quoted(ODD_SCHEMA)}")
+    shapes.sql(f"DROP SCHEMA IF EXISTS {quoted_name(ODD_SCHEMA)} CASCADE", f"CREATE SCHEMA {quoted_name(ODD_SCHEMA)}")
     try:
         yield ODD_SCHEMA
     finally:
-        shapes.sql(f"DROP SCHEMA IF EXISTS {quoted(ODD_SCHEMA)} CASCADE")
+        shapes.sql(f"DROP SCHEMA IF EXISTS {quoted_name(ODD_SCHEMA)} CASCADE")
 
 
 def odd_table(shapes, schema: str | None, at: dict[int, dt.datetime]) -> str:
     """ODD_TABLE (in `schema`) holding ticket k (text(k)) created and updated at at[k]; returns its name as DDL
     writes it."""
     ts = shapes.ts()
-    name = f"{quoted(schema)}.{quoted(ODD_TABLE)}" if schema else quoted(ODD_TABLE)
-    c = {k: quoted(v) for k, v in ODD_COLUMNS.items()}
-    unread = quoted('say "hi"')  # a column not read
+    name = f"{quoted_name(schema)}.{quoted_name(ODD_TABLE)}" if schema else quoted_name(ODD_TABLE)
+    c = {k: quoted_name(v) for k, v in ODD_COLUMNS.items()}
+    unread = quoted_name('say "hi"')  # a column not read
     shapes.table(
         name,
         f"{c['ticket_id']} BIGINT, {c['subject']} TEXT, {c['body']} TEXT, {c['created_at']} {ts}, "
@@ -430,7 +427,7 @@ def test_the_privilege_and_start_checks_read_odd_names_as_names(db_engine, shape
     assert source.row_versions is shapes.pg and source.hashes_in_db is shapes.pg  # the relation found by name
     with db_engine.connect() as conn:
         assert sorted(source.existing(conn, ["1", "2", "3", "4"])) == ["1", "2", "3"]
-    where = f"{quoted(ODD_SCHEMA)}.{quoted(ODD_TABLE)}" if shapes.pg else quoted(ODD_TABLE)
+    where = f"{quoted_name(ODD_SCHEMA)}.{quoted_name(ODD_TABLE)}" if shapes.pg else quoted_name(ODD_TABLE)
     assert source.where == where
 
 
@@ -438,8 +435,8 @@ def test_a_refused_column_with_an_odd_name_gets_a_fix_that_works(db_engine, shap
     # PostgreSQL: a JSON body column is refused at start; the view the message suggests quotes the name
     if not shapes.pg:
         pytest.skip("SQLite reads any value as text")
-    c = {k: quoted(v) for k, v in ODD_COLUMNS.items()}
-    raw = f"{quoted(odd_schema)}.{quoted('raw export')}"
+    c = {k: quoted_name(v) for k, v in ODD_COLUMNS.items()}
+    raw = f"{quoted_name(odd_schema)}.{quoted_name('raw export')}"
     shapes.table(
         raw,
         f"{c['ticket_id']} BIGINT, {c['subject']} TEXT, {c['body']} JSONB, {c['created_at']} TIMESTAMPTZ, "
@@ -451,12 +448,13 @@ def test_a_refused_column_with_an_odd_name_gets_a_fix_that_works(db_engine, shap
         plan_run(s.settings(db_engine, "raw export", columns=columns), "run-1", W)
     message = str(refused.value)
     assert (
-        f'TICKETS_COL_BODY: column "Nachricht / Text" of {quoted(ODD_SCHEMA)}."raw export" is of type jsonb' in message
+        f'TICKETS_COL_BODY: column "Nachricht / Text" of {quoted_name(ODD_SCHEMA)}."raw export" is of type jsonb'
+        in message
     )
     assert s.run_rows(db_engine) == 0
     fix = re.search(r"for example (.+?) AS \"Nachricht / Text\" for JSON", message)[1]
     assert fix == "\"Nachricht / Text\"->>'text'"
-    view = f"{quoted(odd_schema)}.{quoted('Tickets (view)')}"
+    view = f"{quoted_name(odd_schema)}.{quoted_name('Tickets (view)')}"
     shapes.view(
         view,
         f"SELECT {c['ticket_id']}, {c['subject']}, {fix} AS {c['body']}, {c['created_at']}, "
@@ -474,7 +472,7 @@ INJECTIONS = ['src"; DROP TABLE src; --', "src; DROP TABLE src; --", "src' OR '1
 def test_a_name_shaped_like_sql_is_only_a_name(db_engine, shapes, name):
     shapes.tickets_table()
     shapes.insert("src", rows([1, 2, 3]))
-    shown = quoted(name)
+    shown = quoted_name(name)
 
     with pytest.raises(ConfigError, match=f"source table {re.escape(shown)} does not exist"):
         plan_run(s.settings(db_engine, name), "run-1", W)
