@@ -356,6 +356,13 @@ class Settings:
         "flag tickets the English-only default model cannot read (other languages) `uncertain`; turn off for a "
         "multilingual INFERENCE_MODEL; part of the model version",
     )
+    gloss_unreadable: bool = env(
+        "INFERENCE_GLOSS_UNREADABLE",
+        True,
+        "the category head reads tickets flagged unreadable through a word-by-word English gloss (bundled "
+        "glossaries: de, fr, es, it, nl, pt, sv, pl); they stay `uncertain`; turn off with "
+        "INFERENCE_FLAG_UNREADABLE for a multilingual INFERENCE_MODEL; part of the model version",
+    )
     device_hour_price: float = env(
         "INFERENCE_DEVICE_HOUR_PRICE",
         0.0,

@@ -55,6 +55,7 @@ def evaluate(
         default_texts,
         embed,
         fitted_head,
+        gloss_embeddings,
         linear_head_for,
         model_signature,
         ticket_text_of,
@@ -99,11 +100,18 @@ def evaluate(
         raise ConfigError(f"{path}: no tickets left to evaluate")
     truth = np.array([labels.index(e.label) for e in examples])
     emb = embed(encoder, texts)
+    flags = np.array(
+        unreadable_flags(texts, token_strings(encoder, texts)) if settings.flag_unreadable else [False] * len(texts),
+        dtype=bool,
+    )
+    own = emb  # the plain baseline reads the tickets themselves
+    if settings.flag_unreadable and settings.gloss_unreadable:
+        emb = gloss_embeddings(encoder, texts, emb, flags)
 
     if src is not None:
         overlap = set(digests) & set(src.digests)
         if overlap:
-            data = _training(src, encoder)
+            data = _training(settings, src, encoder)
             probs, temperature = _cross_validated(data, emb, truth, digests)
             protocol = f"{CV_FOLDS}-fold cross-validation ({len(overlap)} tickets are in the head's training data)"
         else:
@@ -115,11 +123,7 @@ def evaluate(
         probs, temperature = head.probabilities(emb), head.temperature
         data = None
 
-    flags = np.array(
-        unreadable_flags(texts, token_strings(encoder, texts)) if settings.flag_unreadable else [False] * len(texts),
-        dtype=bool,
-    )
-    baseline = _baseline(settings, labels, encoder, emb, src, data, set(digests))
+    baseline = _baseline(settings, labels, encoder, own, src, data, set(digests))
     report = _metrics(labels, truth, probs, flags, settings.uncertain_below, [e.lang for e in examples], baseline)
     report.update(
         {
@@ -142,11 +146,11 @@ def evaluate(
     return report
 
 
-def _training(src, encoder):
+def _training(settings, src, encoder):
     from inference.category_fit import TrainingData
-    from inference.heads.category import embed
+    from inference.heads.category import embed, texts_as_read
 
-    vectors = embed(encoder, src.texts + src.descriptions)
+    vectors = embed(encoder, texts_as_read(settings, encoder, src.texts) + src.descriptions)
     n = len(src.texts)
     return TrainingData(src.labels, vectors[:n], src.y, vectors[n:], src.dy, src.digests)
 

@@ -213,7 +213,7 @@ def fit_rows(
     source: dict | None = None,
 ) -> FitResult:
     """The head on `rows` with its held-out (k-fold) report. `encoder`: the configured model, or a stand-in."""
-    from inference.heads.category import embed, model_signature
+    from inference.heads.category import embed, model_signature, texts_as_read
     from inference.mailtext import ticket_text
     from inference.modelinfo import model_id
     from inference.taxonomy import load_taxonomy
@@ -246,7 +246,10 @@ def fit_rows(
 
     log.info("fit-categories: embedding %d tickets and %d descriptions", len(texts), len(desc))
     X = np.vstack(
-        [embed(encoder, texts[i : i + EMBED_CHUNK]) for i in range(0, len(texts), EMBED_CHUNK)]
+        [
+            embed(encoder, texts_as_read(settings, encoder, texts[i : i + EMBED_CHUNK]))
+            for i in range(0, len(texts), EMBED_CHUNK)
+        ]
         or [np.zeros((0, encoder.dim), np.float32)]
     )
     D = embed(encoder, [t for _, t in desc])

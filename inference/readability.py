@@ -3,7 +3,8 @@
 The bundled all-MiniLM-L6-v2 was trained on English: on the project's own sets, tickets in other languages
 are classified far worse (0.636 against 0.939) and often confidently. The category head marks a ticket it
 cannot read `uncertain` (INFERENCE_FLAG_UNREADABLE, on by default; turn it off for a multilingual
-INFERENCE_MODEL). Judged on the first 60 words (the prose; pasted logs and quoted threads come later):
+INFERENCE_MODEL), and reads it through an English gloss where it can (inference.gloss). Judged on the first
+60 words (the prose; pasted logs and quoted threads come later):
 
 - mostly letters outside the Latin script, or many unknown tokens: unreadable;
 - with at least 4 words: more function words of other Latin-script languages than English ones, or almost

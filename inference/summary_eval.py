@@ -20,19 +20,23 @@ def summary_shares(predictor, tickets, tail_starts=None, chunk: int = 512) -> di
     - `category_agreement`: the category of the summary alone (embedded on its own) equals the ticket's.
     """
     from inference.heads.category import CategoryHead
-    from inference.mailtext import GREETING, SIGN_OFF_LINE, THANKS, is_filler, quoted_lines, split_tail
+    from inference.mailtext import GREETING, SIGN_OFF_LINE, THANKS, is_filler, quoted_lines, split_tail, ticket_text
     from inference.textprep import max_chars_for, model_input, sentence_spans
 
-    classifier = next((loaded.classifier for head, loaded in predictor.heads if isinstance(head, CategoryHead)), None)
-    if classifier is None or "summary" not in predictor.head_names:
+    category = next((loaded for head, loaded in predictor.heads if isinstance(head, CategoryHead)), None)
+    if category is None or "summary" not in predictor.head_names:
         raise ConfigError("summary shares need the category and summary heads (INFERENCE_HEADS)")
     outputs = predict_all(predictor, tickets, chunk)
     done = [k for k in map(str, range(len(tickets))) if k in outputs and outputs[k].get("summary")]
     summaries = [outputs[k]["summary"] for k in done]
     categories = [outputs[k]["category"] for k in done]
-    vectors = predictor.encoder.encode(summaries).embeddings
-    agree = [a == b for a, b in zip(classifier(vectors).labels, categories, strict=True)]
     max_chars = max_chars_for(predictor.encoder.max_length)
+    vectors = predictor.encoder.encode(summaries).embeddings
+    if category.flag_unreadable and category.gloss_unreadable:
+        # a summary of a ticket read through a gloss is read the same way, in the ticket's language
+        read = [ticket_text(*tickets[int(k)], max_chars)[0] or "" for k in done]  # what the heads read
+        vectors = _glossed_summaries(predictor.encoder, read, summaries, vectors)
+    agree = [a == b for a, b in zip(category.classifier(vectors).labels, categories, strict=True)]
     greeting, filler, quoted = [], [], []
     for k, summary in zip(done, summaries, strict=True):
         s = summary.strip()
@@ -52,6 +56,23 @@ def summary_shares(predictor, tickets, tail_starts=None, chunk: int = 512) -> di
         "quoted_first": _share(np.array(quoted)),
         "category_agreement": _share(np.array(agree)),
     }
+
+
+def _glossed_summaries(encoder, texts: list[str], summaries: list[str], vectors: np.ndarray) -> np.ndarray:
+    from inference.gloss import gloss, languages
+    from inference.heads.category import token_strings
+    from inference.readability import unreadable_flags
+
+    books = languages(texts, unreadable_flags(texts, token_strings(encoder, texts)))
+    if not books:
+        return vectors
+    rows = sorted(books)
+    out = encoder.encode([gloss(summaries[j], book=books[j]) or summaries[j] for j in rows])
+    vectors = np.array(vectors, copy=True)
+    for i, j in enumerate(rows):
+        if i not in out.errors:
+            vectors[j] = out.embeddings[i]
+    return vectors
 
 
 def predict_all(predictor, tickets, chunk: int = 512) -> dict[str, dict]:

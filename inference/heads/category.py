@@ -11,8 +11,11 @@ INFERENCE_CATEGORY_HEAD=FILE: a head fitted on a help desk's own labelled ticket
 (`python -m inference fit-categories`); its labels are the taxonomy then.
 
 `uncertain` = confidence below INFERENCE_UNCERTAIN_BELOW (0.8), or a ticket the English-only encoder cannot
-read (inference.readability; INFERENCE_FLAG_UNREADABLE). `category_score` = cosine to the chosen label's
-prototype (the unit mean of its training tickets and descriptions).
+read (inference.readability; INFERENCE_FLAG_UNREADABLE). The head reads such a ticket through a word-by-word
+English gloss when a bundled glossary covers its language (inference.gloss; INFERENCE_GLOSS_UNREADABLE), and
+so do the fits (bundled training tickets and `fit-categories`), so training and inference read alike; the
+ticket stays `uncertain`. `category_score` = cosine to the chosen label's prototype (the unit mean of its
+training tickets and descriptions).
 """
 
 from __future__ import annotations
@@ -67,6 +70,51 @@ class CategoryClassifier:
         )
 
 
+def gloss_embeddings(encoder, texts: Sequence[str], emb: np.ndarray, flags: Sequence[bool]) -> np.ndarray:
+    """`emb` with the rows of flagged tickets a glossary covers replaced by their gloss's embedding
+    (inference.gloss); a gloss the encoder fails on keeps the ticket's own embedding."""
+    from inference.gloss import glossed
+
+    glosses = glossed(texts, flags)
+    if not glosses:
+        return emb
+    rows = sorted(glosses)
+    out = encoder.encode([glosses[k] for k in rows])
+    emb = np.array(emb, copy=True)
+    for j, k in enumerate(rows):
+        if j not in out.errors:
+            emb[k] = out.embeddings[j]
+    return emb
+
+
+def gloss_sentence_vectors(
+    encoder, texts: Sequence[str], sentences: Sequence, items: np.ndarray, sentence_vectors: Sequence[np.ndarray]
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """For the summary head: the ticket and sentence vectors of flagged tickets a glossary covers, read
+    through glosses in the ticket's language (the sentence chosen is still the ticket's own text)."""
+    from inference.gloss import gloss, languages
+    from inference.readability import unreadable_flags
+
+    books = languages(texts, unreadable_flags(texts, token_strings(encoder, texts)))
+    sentence_vectors = list(sentence_vectors)
+    if not books:
+        return items, sentence_vectors
+    batch: list[str] = []
+    spans: list[tuple[int, int, int]] = []
+    for k, book in books.items():
+        start = len(batch)
+        batch.append(gloss(texts[k], book=book) or texts[k])
+        batch.extend(gloss(texts[k][a:b], book=book) or texts[k][a:b] for a, b in sentences[k])
+        spans.append((k, start, len(batch)))
+    out = encoder.encode(batch)
+    items = np.array(items, copy=True)
+    for k, start, end in spans:
+        if not any(j in out.errors for j in range(start, end)):
+            items[k] = out.embeddings[start]
+            sentence_vectors[k] = out.embeddings[start + 1 : end]
+    return items, sentence_vectors
+
+
 def token_strings(encoder, texts: Sequence[str]) -> list[list[str]] | None:
     """The encoder's token strings per text (for the readability signal), when it can say."""
     fn = getattr(encoder, "token_strings", None)
@@ -76,18 +124,22 @@ def token_strings(encoder, texts: Sequence[str]) -> list[list[str]] | None:
 class _Loaded:
     needs_sentences = False
 
-    def __init__(self, classifier: CategoryClassifier, encoder, flag_unreadable: bool):
+    def __init__(self, classifier: CategoryClassifier, encoder, flag_unreadable: bool, gloss_unreadable: bool = False):
         self.classifier = classifier
         self.encoder = encoder
         self.flag_unreadable = flag_unreadable
+        self.gloss_unreadable = gloss_unreadable
 
     def __call__(self, chunk: EncodedChunk) -> HeadOutput:
         flags = None
+        emb = chunk.embeddings
         if self.flag_unreadable:
             from inference.readability import unreadable_flags
 
             flags = unreadable_flags(chunk.texts, token_strings(self.encoder, chunk.texts))
-        got = self.classifier(chunk.embeddings, flags)
+            if self.gloss_unreadable:
+                emb = gloss_embeddings(self.encoder, chunk.texts, emb, flags)
+        got = self.classifier(emb, flags)
         return HeadOutput(
             [
                 {
@@ -118,11 +170,12 @@ class CategoryHead(Head):
             "uncertain_below": settings.uncertain_below,
             "category_unreadable": VERSION if settings.flag_unreadable else "off",
         }
+        out["category_gloss"] = _gloss_key(settings)
         out.update(head_source(settings))
         return out
 
     def build(self, settings, encoder) -> _Loaded:
-        return _Loaded(classifier_for(settings, encoder), encoder, settings.flag_unreadable)
+        return _Loaded(classifier_for(settings, encoder), encoder, settings.flag_unreadable, settings.gloss_unreadable)
 
     def checker(self, settings) -> Checker:
         return check_category(set(head_labels(settings)))
@@ -142,7 +195,17 @@ def head_source(settings) -> dict:
         "taxonomy": taxonomy_fingerprint(load_taxonomy(settings)),
         "fewshot": "none" if spec == "none" else [_file_digest(p) for p in files],
         "category_recipe": DEFAULT_RECIPE.key(),
+        "training_gloss": _gloss_key(settings),
     }
+
+
+def _gloss_key(settings) -> str:
+    """The glossaries the head reads unreadable tickets through (training tickets too), or "off"."""
+    if not (settings.flag_unreadable and settings.gloss_unreadable):
+        return "off"
+    from inference.gloss import glossary_digest
+
+    return glossary_digest()
 
 
 def head_labels(settings) -> list[str]:
@@ -292,9 +355,20 @@ def default_texts(settings, max_length: int) -> DefaultTexts:
 def default_training(settings, encoder) -> TrainingData:
     """The default recipe's training data, embedded by `encoder`."""
     src = default_texts(settings, encoder.max_length)
-    vectors = embed(encoder, src.texts + src.descriptions)
+    vectors = embed(encoder, texts_as_read(settings, encoder, src.texts) + src.descriptions)
     n = len(src.texts)
     return TrainingData(src.labels, vectors[:n], src.y, vectors[n:], src.dy, src.digests)
+
+
+def texts_as_read(settings, encoder, texts: Sequence[str]) -> list[str]:
+    """Training tickets as the head reads tickets: a gloss for those flagged unreadable (inference.gloss)."""
+    if not (settings.flag_unreadable and settings.gloss_unreadable):
+        return list(texts)
+    from inference.gloss import glossed
+    from inference.readability import unreadable_flags
+
+    glosses = glossed(texts, unreadable_flags(texts, token_strings(encoder, texts)))
+    return [glosses.get(k, t) for k, t in enumerate(texts)]
 
 
 def ticket_text_of(example, max_length: int) -> str:

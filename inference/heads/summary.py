@@ -6,7 +6,8 @@ the quoted reply, forwarded message, signature and disclaimer off the model inpu
 greetings, thanks, sign-offs, politeness and pasted log lines are skipped too: inference.mailtext), the one
 that best predicts the ticket's category (log-probability under the category head of the label the head
 gives the whole ticket) plus 0.5 x its cosine to the centroid of those sentences; a second one when the first
-is short. A leading greeting is cut off. Always verbatim text of the ticket. Measured in
+is short. A leading greeting is cut off. Always verbatim text of the ticket. A ticket the English-only model
+cannot read is scored through glosses of its sentences (inference.gloss), as the category head reads it. Measured in
 benchmarks/summary_quality.py (BENCHMARKS.md, Summaries).
 """
 
@@ -109,16 +110,27 @@ def extractive_summary(
 class _Extractive:
     needs_sentences = True
 
-    def __init__(self, label_scores: Callable[[np.ndarray], np.ndarray]):
+    def __init__(self, label_scores: Callable[[np.ndarray], np.ndarray], encoder=None, gloss_unreadable=False):
+        """`gloss_unreadable`: rank the sentences of tickets the English-only model cannot read by their
+        glosses, as the category head reads those tickets (inference.gloss)."""
         self.label_scores = label_scores
+        self.encoder = encoder
+        self.gloss_unreadable = gloss_unreadable and encoder is not None
 
     def __call__(self, chunk: EncodedChunk) -> HeadOutput:
         assert chunk.sentences is not None and chunk.sentence_vectors is not None
+        items, sentence_vectors = chunk.embeddings, chunk.sentence_vectors
+        if self.gloss_unreadable:
+            from inference.heads.category import gloss_sentence_vectors
+
+            items, sentence_vectors = gloss_sentence_vectors(
+                self.encoder, chunk.texts, chunk.sentences, items, sentence_vectors
+            )
         return HeadOutput(
             [
                 {"summary": request_summary(text, sentences, vectors, vector, self.label_scores)}
                 for text, sentences, vectors, vector in zip(
-                    chunk.texts, chunk.sentences, chunk.sentence_vectors, chunk.embeddings, strict=True
+                    chunk.texts, chunk.sentences, sentence_vectors, items, strict=True
                 )
             ]
         )
@@ -164,7 +176,11 @@ class SummaryHead(Head):
         if settings.summary != "abstractive":
             from inference.heads.category import linear_head_for
 
-            return _Extractive(linear_head_for(settings, encoder).logits)
+            return _Extractive(
+                linear_head_for(settings, encoder).logits,
+                encoder,
+                settings.flag_unreadable and settings.gloss_unreadable,
+            )
         from inference.engine.generate import Summarizer
 
         return _Abstractive(Summarizer(settings.summary_model, settings.device, settings.summary_max_tokens))

@@ -191,3 +191,22 @@ def test_the_installed_console_script_is_the_cli(tmp_path):
         timeout=120,
     )
     assert bad.returncode == 2 and "date" in bad.stderr, bad.stderr
+
+
+def test_every_data_file_the_package_reads_ships_in_a_non_editable_install():
+    """The image installs the package without -e: a data file outside `package-data` would be missing there
+    (the glossaries, the example tickets, the migrations' templates)."""
+    import fnmatch
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
+        "package-data"
+    ]["inference"]
+    package = ROOT / "inference"
+    data = [
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+    ]
+    assert any(d.startswith("data/glossary/") for d in data)
+    missing = [d for d in data if not any(fnmatch.fnmatch(d, pat) for pat in patterns)]
+    assert not missing, f"add to [tool.setuptools.package-data] in pyproject.toml: {missing}"

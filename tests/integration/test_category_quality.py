@@ -22,11 +22,11 @@ from inference.evaluate import evaluate
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_EVAL = Path(os.environ.get("INFERENCE_SHARED_EVAL", ROOT.parent / "shared" / "eval"))
 
-# measured (BENCHMARKS.md, "Category accuracy"): eval 0.904 / ECE 0.035 / confident 0.989;
-# dev (CV) 0.829 / 0.036 / 0.970; bitext 0.935 / 0.028 / 0.982
+# measured (BENCHMARKS.md, "Category accuracy"): eval 0.955 / ECE 0.019 / confident 0.982 / non-English 1.000;
+# dev (CV) 0.908 / 0.021 / 0.971 / non-English 0.912; bitext 0.927 / 0.032 / 0.980
 FLOORS = {
-    "eval": {"accuracy": 0.89, "ece": 0.05, "confident": 0.97},
-    "dev": {"accuracy": 0.81, "ece": 0.06, "confident": 0.95},
+    "eval": {"accuracy": 0.94, "ece": 0.04, "confident": 0.97, "non_english": 0.9},
+    "dev": {"accuracy": 0.89, "ece": 0.05, "confident": 0.95, "non_english": 0.8},
     "bitext": {"accuracy": 0.915, "ece": 0.05, "confident": 0.965},
 }
 
@@ -57,9 +57,13 @@ def test_category_accuracy_stays_above_its_floor_and_above_the_plain_baseline(mo
     assert report["accuracy"] >= report["baseline"]["accuracy"], (got, report["baseline"])
     if name == "dev":
         assert report["protocol"].startswith("5-fold cross-validation")  # never scored by a head fitted on it
-    for lang, m in report["per_language"].items():
-        if lang not in ("en", "unknown"):  # tickets the English-only model cannot read are flagged, not answered
-            assert m["unreadable_share"] >= 0.8, (lang, m)
+    others = {lang: m for lang, m in report["per_language"].items() if lang not in ("en", "unknown")}
+    for lang, m in others.items():  # tickets the English-only model cannot read are flagged, not answered
+        assert m["unreadable_share"] >= 0.8, (lang, m)
+    if "non_english" in floor:  # ... but read through a gloss (inference.gloss), so mostly right
+        n = sum(m["n"] for m in others.values())
+        right = sum(m["accuracy"] * m["n"] for m in others.values())
+        assert n >= 30 and right / n >= floor["non_english"], others
 
 
 @pytest.mark.slow
@@ -67,7 +71,7 @@ def test_summaries_carry_the_request_on_the_held_out_set_and_on_mail_threads(mod
     report = evaluate(settings, "eval", encoder=model.encoder, summaries=True)
     shares = report["summaries"]
     assert shares["greeting_first"] == 0.0 and shares["only_filler"] == 0.0 and shares["quoted_first"] == 0.0
-    assert shares["category_agreement"] >= 0.95, shares  # measured 0.969
+    assert shares["category_agreement"] >= 0.95, shares  # measured 0.992
 
     from inference.examples import EVAL_SET, load_examples
     from inference.predictor import build_predictor
