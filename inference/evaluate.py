@@ -105,7 +105,11 @@ def evaluate(
         dtype=bool,
     )
     own = emb  # the plain baseline reads the tickets themselves
+    glossed = np.zeros(len(texts), dtype=bool)
     if settings.flag_unreadable and settings.gloss_unreadable:
+        from inference.gloss import languages
+
+        glossed[list(languages(texts, flags))] = True
         emb = gloss_embeddings(encoder, texts, emb, flags)
 
     if src is not None:
@@ -134,6 +138,7 @@ def evaluate(
             "excluded_training_tickets": excluded,
             "temperature": round(float(temperature), 4),
             "uncertain_below": settings.uncertain_below,
+            "glossed_share": _share(glossed),
         }
     )
     if summaries:
@@ -273,7 +278,8 @@ def render(report: dict) -> str:
         + (f"   (baseline {base['expected_calibration_error']:.3f})" if base else "")
         + f"; temperature {report['temperature']}",
         f"uncertain (confidence < {report['uncertain_below']} or unreadable): {report['uncertain_share']:.1%} of tickets"
-        f" ({report['unreadable_share']:.1%} unreadable); accuracy when confident {_fmt(report['accuracy_when_confident'])},"
+        f" ({report['unreadable_share']:.1%} unreadable, {report.get('glossed_share') or 0:.1%} read through a gloss);"
+        f" accuracy when confident {_fmt(report['accuracy_when_confident'])},"
         f" when uncertain {_fmt(report['accuracy_when_uncertain'])}",
         "",
         f"{'language':<{width}}  n      accuracy  baseline  unreadable  uncertain  confident acc.",

@@ -64,6 +64,7 @@ def test_category_accuracy_stays_above_its_floor_and_above_the_plain_baseline(mo
         n = sum(m["n"] for m in others.values())
         right = sum(m["accuracy"] * m["n"] for m in others.values())
         assert n >= 30 and right / n >= floor["non_english"], others
+        assert report["glossed_share"] == report["unreadable_share"]  # every one of their languages has a glossary
 
 
 @pytest.mark.slow
