@@ -245,13 +245,12 @@ def fit_rows(
     desc = [(labels.index(label), t) for label in labels if label in taxonomy for t in taxonomy[label]]
 
     log.info("fit-categories: embedding %d tickets and %d descriptions", len(texts), len(desc))
-    X = np.vstack(
-        [
-            embed(encoder, texts_as_read(settings, encoder, texts[i : i + EMBED_CHUNK]))
-            for i in range(0, len(texts), EMBED_CHUNK)
-        ]
-        or [np.zeros((0, encoder.dim), np.float32)]
-    )
+    blocks, glossed = [], 0
+    for i in range(0, len(texts), EMBED_CHUNK):
+        read = texts_as_read(settings, encoder, texts[i : i + EMBED_CHUNK])
+        glossed += sum(a != b for a, b in zip(read, texts[i : i + EMBED_CHUNK], strict=True))
+        blocks.append(embed(encoder, read))
+    X = np.vstack(blocks or [np.zeros((0, encoder.dim), np.float32)])
     D = embed(encoder, [t for _, t in desc])
     data = TrainingData(labels, X, y, D, np.array([k for k, _ in desc], dtype=int), [text_digest(t) for t in texts])
     signature = {**model_signature(settings, encoder), "model_id": model_id(settings.model_dir)}
@@ -265,6 +264,7 @@ def fit_rows(
         "empty_skipped": empty,
         "dropped_labels": dict(sorted(dropped.items())),
         "descriptions_used": len(desc),
+        "read_through_gloss": int(glossed),
         "held_out": {**held_out, "protocol": f"{recipe.folds}-fold cross-validation"},
         "temperature": round(head.temperature, 4),
         "fingerprint": head.fingerprint()[:16],
@@ -279,7 +279,8 @@ def render(summary: dict) -> str:
     lines = [
         f"fitted a category head on {summary['distinct_texts_used']} distinct tickets, {len(summary['labels'])} labels"
         f" ({summary['duplicates_merged']} duplicates merged, {summary['empty_skipped']} empty skipped,"
-        f" {summary['descriptions_used']} taxonomy descriptions added)",
+        f" {summary['descriptions_used']} taxonomy descriptions added;"
+        f" {summary.get('read_through_gloss', 0)} read through an English gloss)",
         f"held-out accuracy ({h['protocol']}): {h['accuracy']:.3f}; expected calibration error"
         f" {h['expected_calibration_error']:.3f} (temperature {summary['temperature']} fitted on these out-of-fold scores)",
     ]

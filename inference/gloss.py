@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 GLOSSARY_DIR = Path(__file__).resolve().parent / "data" / "glossary"
-VERSION = "gloss-1"  # part of the category head's fingerprint, with the glossaries' digest
+VERSION = "gloss-2"  # part of the category head's fingerprint, with the glossaries' digest
 MIN_COVERAGE = 0.3  # share of a ticket's words its glossary must know
 COMPOUND_LANGS = frozenset({"de", "nl", "sv"})
 _LINKS = ("", "s", "es", "n", "en", "e")  # German/Dutch/Swedish linking elements between compound parts
@@ -44,6 +44,7 @@ _SPACES = re.compile(r"[ \t]{2,}")
 _BEFORE_PUNCT = re.compile(r" ([,.;:!?)])")
 
 
+_UMLAUT_SPELLED = re.compile(r"(?<=[^aeiouäöü\W])(?:ae|oe|ue)|^(?:ae|oe|ue)")
 _UNDECOMPOSED = str.maketrans({"ß": "ss", "ł": "l", "ø": "o", "æ": "ae", "œ": "oe", "đ": "d"})
 
 
@@ -67,7 +68,12 @@ class Glossary:
     def lookup(self, word: str) -> str | None:
         low = word.lower().replace("’", "'")
         hit = self.words.get(low)
-        return hit if hit is not None else self.words.get(fold(low))
+        if hit is None:
+            hit = self.words.get(fold(low))
+        if hit is None and self.lang == "de" and _UMLAUT_SPELLED.search(low):
+            # German typed without umlauts: "kuendigen", "Rueckerstattung", "moechte"
+            hit = self.words.get(fold(_UMLAUT_SPELLED.sub(lambda m: m.group()[0], low)))
+        return hit
 
     def translate(self, word: str) -> str | None:
         """The word's English, splitting elisions and (for compounding languages) compounds; None if unknown."""

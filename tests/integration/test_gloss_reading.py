@@ -65,3 +65,19 @@ def test_english_tickets_are_untouched_and_glossing_is_part_of_the_model_version
     # without the flag there is nothing to gloss: the switch alone then changes nothing
     plain = settings.replace(flag_unreadable=False)
     assert model_version(plain) == model_version(plain.replace(gloss_unreadable=False))
+
+
+@pytest.mark.slow
+def test_fit_categories_reads_a_help_desk_s_own_tickets_in_other_languages_through_glosses(model, settings):
+    # a help desk's history: each invented ticket above five times with a different order number, as queues
+    from inference.fit_categories import Row, fit_rows
+
+    rows = [
+        Row(subject, f"{body} (#{4711 + n})", label) for subject, body, label in TICKETS + ENGLISH for n in range(5)
+    ]
+    fitted = fit_rows(settings, model.encoder, rows, min_per_label=5)
+    assert fitted.summary["distinct_texts_used"] == len(rows)
+    assert fitted.summary["read_through_gloss"] == 5 * len(TICKETS)  # the English ones as they are
+    off = fit_rows(settings.replace(gloss_unreadable=False), model.encoder, rows, min_per_label=5)
+    assert off.summary["read_through_gloss"] == 0
+    assert off.head.fingerprint() != fitted.head.fingerprint()

@@ -49,7 +49,7 @@ def test_elisions_are_article_plus_word_and_accents_are_optional(tmp_path):
     assert fr.translate("l'application") == "the app"
     assert fr.translate("l’application") == "the app"
     assert fr.translate("l'inconnu") is None
-    assert de.translate("zuruecksetzen") is None and de.translate("zurucksetzen") == "reset"
+    assert de.translate("zurucksetzen") == "reset"
     assert de.translate("ZURÜCKSETZEN") == "reset"
 
 
@@ -104,3 +104,14 @@ def test_a_long_run_of_letters_is_not_split_as_a_compound(tmp_path):
     de = _books(tmp_path, de=DE + f"{long}\tlong\n")[0]
     assert de.translate(long + "nummer") == "long number"  # 36 letters: split
     assert de.translate(long + "zurücksetzen") is None  # 42 letters: over the limit, never split
+
+
+def test_german_typed_without_umlauts_is_read_as_with_them(tmp_path):
+    de = _books(tmp_path, de=DE + "kündigen\tcancel\nneu\tnew\nmöchte\twould like\n")[0]
+    assert de.translate("kuendigen") == "cancel"
+    assert de.translate("Moechte") == "would like"
+    assert de.translate("zuruecksetzen") == "reset"  # the same spelling inside a word
+    assert de.lookup("neue") is None  # "ue" after a vowel is not an umlaut: never read as "neu"
+    (tmp_path / "fr").mkdir()
+    fr = _books(tmp_path / "fr", fr=FR + "dû\tdue\n")[0]
+    assert fr.translate("du") == "due" and fr.translate("due") is None  # only German spells umlauts out
