@@ -31,11 +31,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 GLOSSARY_DIR = Path(__file__).resolve().parent / "data" / "glossary"
-VERSION = "gloss-2"  # part of the category head's fingerprint, with the glossaries' digest
+VERSION = "gloss-3"  # part of the category head's fingerprint, with the glossaries' digest
 MIN_COVERAGE = 0.3  # share of a ticket's words its glossary must know
 COMPOUND_LANGS = frozenset({"de", "nl", "sv"})
 _LINKS = ("", "s", "es", "n", "en", "e")  # German/Dutch/Swedish linking elements between compound parts
 _MIN_PART = 3
+_SEPARABLE = {  # longest first
+    "de": (
+        "zurück",
+        "wieder",
+        "durch",
+        "fest",
+        "nach",
+        "weg",
+        "auf",
+        "aus",
+        "ein",
+        "mit",
+        "vor",
+        "los",
+        "ab",
+        "an",
+        "zu",
+    ),
+    "nl": ("terug", "door", "over", "mee", "uit", "aan", "weg", "toe", "af", "op", "in"),
+}
 _LONGEST_COMPOUND = 40  # longer runs of letters (encoded blobs, pasted hashes) are not split
 
 WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
@@ -90,7 +110,21 @@ class Glossary:
                 return f"{first} {second}".strip()
             return None
         if self.lang in COMPOUND_LANGS and len(word) <= _LONGEST_COMPOUND:
-            return self._compound(word.lower(), depth=2)
+            hit = self._compound(word.lower(), depth=2)
+            if hit is None:
+                hit = self._separable(word.lower())
+            return hit
+        return None
+
+    def _separable(self, word: str) -> str | None:
+        """A verb with its separable prefix attached (German and Dutch subordinate clauses, "dass die App
+        abstürzt"): the verb's meaning, when the rest is a known form."""
+        for prefix in _SEPARABLE.get(self.lang, ()):
+            rest = word[len(prefix) :]
+            if word.startswith(prefix) and len(rest) >= 4:
+                hit = self.lookup(rest)
+                if hit:
+                    return hit
         return None
 
     def _compound(self, word: str, depth: int) -> str | None:

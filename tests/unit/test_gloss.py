@@ -115,3 +115,13 @@ def test_german_typed_without_umlauts_is_read_as_with_them(tmp_path):
     (tmp_path / "fr").mkdir()
     fr = _books(tmp_path / "fr", fr=FR + "dû\tdue\n")[0]
     assert fr.translate("du") == "due" and fr.translate("due") is None  # only German spells umlauts out
+
+
+def test_a_separable_verb_with_its_prefix_attached_is_read_as_the_verb(tmp_path):
+    de = _books(tmp_path, de=DE + "stürzt\tcrashes\nkommt\tcomes\n")[0]
+    assert de.translate("abstürzt") == "crashes"  # "..., dass die App abstürzt"
+    assert de.translate("zurückkommt") == "comes"
+    assert de.translate("abxyz") is None and de.translate("abkam") is None  # the rest must be a known form
+    (tmp_path / "fr").mkdir()
+    fr = _books(tmp_path / "fr", fr=FR)[0]
+    assert fr.translate("abplante") is None  # only German and Dutch attach separable prefixes
