@@ -10,14 +10,18 @@ my password becomes not accepted"), but its keywords are the ones the head was f
 
 - The language is the glossary that knows the most words of the ticket (at least `MIN_COVERAGE` of them);
   a ticket no glossary covers keeps its own embedding.
-- Compounds (German, Dutch, Swedish) are split into known parts: "Passwortzurücksetzung" -> "password
-  reset"; elisions ("l'application", "dell'ordine") are looked up as article + word.
+- Phrases first, longest first ("mot de passe" -> "password", "säga upp" -> "cancel"), then words, exact or
+  without accents. Compounds (German, Dutch, Swedish) are split into known parts: "Passwortzurücksetzung" ->
+  "password reset"; German and Dutch verbs with their separable prefix attached are read as the verb
+  ("abstürzt"); German typed without umlauts is read as with them ("kuendigen"); elisions ("l'application",
+  "dell'ordine") are looked up as article + word.
 - The ticket stays flagged `uncertain` (INFERENCE_FLAG_UNREADABLE): the category comes from a gloss, not
   from the text. INFERENCE_GLOSS_UNREADABLE=false turns glossing off (for a multilingual INFERENCE_MODEL,
   turn off both).
 
-Measured in BENCHMARKS.md ("Category accuracy", languages). Only the category head reads glosses; summaries
-are still drawn from the ticket's own sentences.
+Measured in BENCHMARKS.md ("Category accuracy", languages). The category head reads glosses (at run time
+and when fitted), and the summary head ranks a glossed ticket's sentences by their glosses, but the summary
+is still the ticket's own sentence.
 """
 
 from __future__ import annotations
@@ -36,25 +40,9 @@ MIN_COVERAGE = 0.3  # share of a ticket's words its glossary must know
 COMPOUND_LANGS = frozenset({"de", "nl", "sv"})
 _LINKS = ("", "s", "es", "n", "en", "e")  # German/Dutch/Swedish linking elements between compound parts
 _MIN_PART = 3
-_SEPARABLE = {  # longest first
-    "de": (
-        "zurück",
-        "wieder",
-        "durch",
-        "fest",
-        "nach",
-        "weg",
-        "auf",
-        "aus",
-        "ein",
-        "mit",
-        "vor",
-        "los",
-        "ab",
-        "an",
-        "zu",
-    ),
-    "nl": ("terug", "door", "over", "mee", "uit", "aan", "weg", "toe", "af", "op", "in"),
+_SEPARABLE = {  # separable verb prefixes, longest first
+    "de": tuple("zurück wieder durch fest nach weg auf aus ein mit vor los ab an zu".split()),
+    "nl": tuple("terug door over mee uit aan weg toe af op in".split()),
 }
 _LONGEST_COMPOUND = 40  # longer runs of letters (encoded blobs, pasted hashes) are not split
 
