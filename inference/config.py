@@ -363,6 +363,15 @@ class Settings:
         "glossaries: de, fr, es, it, nl, pt, sv, pl); they stay `uncertain`; turn off with "
         "INFERENCE_FLAG_UNREADABLE for a multilingual INFERENCE_MODEL; part of the model version",
     )
+    glossary_dir: str | None = env(
+        "INFERENCE_GLOSSARY_DIR",
+        None,
+        "a folder of your own glossaries (LANG.tsv, `form<TAB>english` per line, format in inference/data/README.md)"
+        " read beside the bundled ones: a file named like a bundled one (de.tsv) adds to it, its entries winning; "
+        "others add a language; on every worker; part of the model version",
+        kind=str,
+        shown="the bundled glossaries only",
+    )
     device_hour_price: float = env(
         "INFERENCE_DEVICE_HOUR_PRICE",
         0.0,

@@ -109,8 +109,8 @@ def evaluate(
     if settings.flag_unreadable and settings.gloss_unreadable:
         from inference.gloss import languages
 
-        glossed[list(languages(texts, flags))] = True
-        emb = gloss_embeddings(encoder, texts, emb, flags)
+        glossed[list(languages(texts, flags, extra_dir=settings.glossary_dir))] = True
+        emb = gloss_embeddings(encoder, texts, emb, flags, settings.glossary_dir)
 
     if src is not None:
         overlap = set(digests) & set(src.digests)

@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inference.errors import ConfigError
+
 GLOSSARY_DIR = Path(__file__).resolve().parent / "data" / "glossary"
 VERSION = "gloss-3"  # part of the category head's fingerprint, with the glossaries' digest
 MIN_COVERAGE = 0.3  # share of a ticket's words its glossary must know
@@ -162,10 +164,56 @@ def glossaries(directory: str = str(GLOSSARY_DIR)) -> tuple[Glossary, ...]:
     return tuple(_read(p) for p in sorted(Path(directory).glob("*.tsv")))
 
 
-def glossary_digest(directory: str = str(GLOSSARY_DIR)) -> str:
+def _own_files(extra_dir: str | None) -> list[Path]:
+    """A help desk's own glossaries (INFERENCE_GLOSSARY_DIR): LANG.tsv files in that folder."""
+    if not extra_dir:
+        return []
+    folder = Path(extra_dir)
+    if not folder.is_dir():
+        raise ConfigError(f"INFERENCE_GLOSSARY_DIR {extra_dir} is not a folder")
+    files = sorted(folder.glob("*.tsv"))
+    if not files:
+        raise ConfigError(f"INFERENCE_GLOSSARY_DIR {extra_dir} holds no glossary (LANG.tsv files)")
+    return files
+
+
+def books_for(extra_dir: str | None = None) -> tuple[Glossary, ...]:
+    """The bundled glossaries, with a help desk's own beside them: a file of theirs named like a bundled one
+    (de.tsv) adds to it, its entries winning; others add a language. Read again when a file of theirs changes."""
+    files = _own_files(extra_dir)
+    stamp = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    return _books(stamp)
+
+
+@functools.cache
+def _books(stamp: tuple) -> tuple[Glossary, ...]:
+    books = {b.lang: b for b in glossaries()}
+    for path, _, _ in stamp:
+        try:
+            book = _read(Path(path))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"INFERENCE_GLOSSARY_DIR: {exc}") from None
+        base = books.get(book.lang)
+        if base is not None:  # their entries first, the bundled ones for every other form
+            book = Glossary(
+                book.lang,
+                {**base.words, **book.words},
+                {**base.phrases, **book.phrases},
+                max(base.longest, book.longest),
+                base.entries + book.entries,
+            )
+        books[book.lang] = book
+    return tuple(books[lang] for lang in sorted(books))
+
+
+def glossary_digest(directory: str = str(GLOSSARY_DIR), extra_dir: str | None = None) -> str:
+    """Of the glossaries read (the bundled ones in `directory` and a help desk's own) and this module's
+    VERSION: part of the category head's fingerprint."""
     h = hashlib.sha256(VERSION.encode())
     for p in sorted(Path(directory).glob("*.tsv")):
         h.update(p.name.encode() + b"\0" + p.read_bytes())
+    for p in _own_files(extra_dir):
+        h.update(b"own\0" + p.name.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -222,9 +270,14 @@ def _phrase_at(text: str, matches: Sequence[re.Match], i: int, book: Glossary) -
     return 1, None
 
 
-def languages(texts: Sequence[str], flags: Sequence[bool], books: Sequence[Glossary] | None = None) -> dict:
-    """Index -> glossary for the flagged texts a glossary covers."""
-    books = glossaries() if books is None else books
+def languages(
+    texts: Sequence[str], flags: Sequence[bool], books: Sequence[Glossary] | None = None, extra_dir: str | None = None
+) -> dict:
+    """Index -> glossary for the flagged texts a glossary covers (`books`, default the bundled glossaries and
+    those of `extra_dir`; read only when a text is flagged)."""
+    if not any(flags):
+        return {}
+    books = books_for(extra_dir) if books is None else books
     out = {}
     for k, (text, flag) in enumerate(zip(texts, flags, strict=True)):
         if flag:
@@ -234,6 +287,8 @@ def languages(texts: Sequence[str], flags: Sequence[bool], books: Sequence[Gloss
     return out
 
 
-def glossed(texts: Sequence[str], flags: Sequence[bool], books: Sequence[Glossary] | None = None) -> dict[int, str]:
+def glossed(
+    texts: Sequence[str], flags: Sequence[bool], books: Sequence[Glossary] | None = None, extra_dir: str | None = None
+) -> dict[int, str]:
     """Index -> gloss for the flagged texts a glossary covers."""
-    return {k: gloss(texts[k], book=book) for k, book in languages(texts, flags, books).items()}
+    return {k: gloss(texts[k], book=book) for k, book in languages(texts, flags, books, extra_dir).items()}

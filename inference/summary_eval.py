@@ -35,7 +35,7 @@ def summary_shares(predictor, tickets, tail_starts=None, chunk: int = 512) -> di
     if category.flag_unreadable and category.gloss_unreadable:
         # a summary of a ticket read through a gloss is read the same way, in the ticket's language
         read = [ticket_text(*tickets[int(k)], max_chars)[0] or "" for k in done]  # what the heads read
-        vectors = _glossed_summaries(predictor.encoder, read, summaries, vectors)
+        vectors = _glossed_summaries(predictor.encoder, read, summaries, vectors, category.glossary_dir)
     agree = [a == b for a, b in zip(category.classifier(vectors).labels, categories, strict=True)]
     greeting, filler, quoted = [], [], []
     for k, summary in zip(done, summaries, strict=True):
@@ -58,12 +58,14 @@ def summary_shares(predictor, tickets, tail_starts=None, chunk: int = 512) -> di
     }
 
 
-def _glossed_summaries(encoder, texts: list[str], summaries: list[str], vectors: np.ndarray) -> np.ndarray:
+def _glossed_summaries(
+    encoder, texts: list[str], summaries: list[str], vectors: np.ndarray, glossary_dir: str | None
+) -> np.ndarray:
     from inference.gloss import gloss, languages
     from inference.heads.category import token_strings
     from inference.readability import unreadable_flags
 
-    books = languages(texts, unreadable_flags(texts, token_strings(encoder, texts)))
+    books = languages(texts, unreadable_flags(texts, token_strings(encoder, texts)), extra_dir=glossary_dir)
     if not books:
         return vectors
     rows = sorted(books)

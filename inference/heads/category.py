@@ -70,12 +70,15 @@ class CategoryClassifier:
         )
 
 
-def gloss_embeddings(encoder, texts: Sequence[str], emb: np.ndarray, flags: Sequence[bool]) -> np.ndarray:
+def gloss_embeddings(
+    encoder, texts: Sequence[str], emb: np.ndarray, flags: Sequence[bool], glossary_dir: str | None = None
+) -> np.ndarray:
     """`emb` with the rows of flagged tickets a glossary covers replaced by their gloss's embedding
-    (inference.gloss); a gloss the encoder fails on keeps the ticket's own embedding."""
+    (inference.gloss; `glossary_dir`: INFERENCE_GLOSSARY_DIR); a gloss the encoder fails on keeps the
+    ticket's own embedding."""
     from inference.gloss import glossed
 
-    glosses = glossed(texts, flags)
+    glosses = glossed(texts, flags, extra_dir=glossary_dir)
     if not glosses:
         return emb
     rows = sorted(glosses)
@@ -88,14 +91,19 @@ def gloss_embeddings(encoder, texts: Sequence[str], emb: np.ndarray, flags: Sequ
 
 
 def gloss_sentence_vectors(
-    encoder, texts: Sequence[str], sentences: Sequence, items: np.ndarray, sentence_vectors: Sequence[np.ndarray]
+    encoder,
+    texts: Sequence[str],
+    sentences: Sequence,
+    items: np.ndarray,
+    sentence_vectors: Sequence[np.ndarray],
+    glossary_dir: str | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """For the summary head: the ticket and sentence vectors of flagged tickets a glossary covers, read
     through glosses in the ticket's language (the sentence chosen is still the ticket's own text)."""
     from inference.gloss import gloss, languages
     from inference.readability import unreadable_flags
 
-    books = languages(texts, unreadable_flags(texts, token_strings(encoder, texts)))
+    books = languages(texts, unreadable_flags(texts, token_strings(encoder, texts)), extra_dir=glossary_dir)
     sentence_vectors = list(sentence_vectors)
     if not books:
         return items, sentence_vectors
@@ -124,11 +132,19 @@ def token_strings(encoder, texts: Sequence[str]) -> list[list[str]] | None:
 class _Loaded:
     needs_sentences = False
 
-    def __init__(self, classifier: CategoryClassifier, encoder, flag_unreadable: bool, gloss_unreadable: bool = False):
+    def __init__(
+        self,
+        classifier: CategoryClassifier,
+        encoder,
+        flag_unreadable: bool,
+        gloss_unreadable: bool = False,
+        glossary_dir: str | None = None,
+    ):
         self.classifier = classifier
         self.encoder = encoder
         self.flag_unreadable = flag_unreadable
         self.gloss_unreadable = gloss_unreadable
+        self.glossary_dir = glossary_dir
 
     def __call__(self, chunk: EncodedChunk) -> HeadOutput:
         flags = None
@@ -138,7 +154,7 @@ class _Loaded:
 
             flags = unreadable_flags(chunk.texts, token_strings(self.encoder, chunk.texts))
             if self.gloss_unreadable:
-                emb = gloss_embeddings(self.encoder, chunk.texts, emb, flags)
+                emb = gloss_embeddings(self.encoder, chunk.texts, emb, flags, self.glossary_dir)
         got = self.classifier(emb, flags)
         return HeadOutput(
             [
@@ -175,7 +191,13 @@ class CategoryHead(Head):
         return out
 
     def build(self, settings, encoder) -> _Loaded:
-        return _Loaded(classifier_for(settings, encoder), encoder, settings.flag_unreadable, settings.gloss_unreadable)
+        return _Loaded(
+            classifier_for(settings, encoder),
+            encoder,
+            settings.flag_unreadable,
+            settings.gloss_unreadable,
+            settings.glossary_dir,
+        )
 
     def checker(self, settings) -> Checker:
         return check_category(set(head_labels(settings)))
@@ -205,7 +227,7 @@ def _gloss_key(settings) -> str:
         return "off"
     from inference.gloss import glossary_digest
 
-    return glossary_digest()
+    return glossary_digest(extra_dir=settings.glossary_dir)
 
 
 def head_labels(settings) -> list[str]:
@@ -367,7 +389,8 @@ def texts_as_read(settings, encoder, texts: Sequence[str]) -> list[str]:
     from inference.gloss import glossed
     from inference.readability import unreadable_flags
 
-    glosses = glossed(texts, unreadable_flags(texts, token_strings(encoder, texts)))
+    flags = unreadable_flags(texts, token_strings(encoder, texts))
+    glosses = glossed(texts, flags, extra_dir=settings.glossary_dir)
     return [glosses.get(k, t) for k, t in enumerate(texts)]
 
 

@@ -110,12 +110,19 @@ def extractive_summary(
 class _Extractive:
     needs_sentences = True
 
-    def __init__(self, label_scores: Callable[[np.ndarray], np.ndarray], encoder=None, gloss_unreadable=False):
+    def __init__(
+        self,
+        label_scores: Callable[[np.ndarray], np.ndarray],
+        encoder=None,
+        gloss_unreadable=False,
+        glossary_dir: str | None = None,
+    ):
         """`gloss_unreadable`: rank the sentences of tickets the English-only model cannot read by their
         glosses, as the category head reads those tickets (inference.gloss)."""
         self.label_scores = label_scores
         self.encoder = encoder
         self.gloss_unreadable = gloss_unreadable and encoder is not None
+        self.glossary_dir = glossary_dir
 
     def __call__(self, chunk: EncodedChunk) -> HeadOutput:
         assert chunk.sentences is not None and chunk.sentence_vectors is not None
@@ -124,7 +131,7 @@ class _Extractive:
             from inference.heads.category import gloss_sentence_vectors
 
             items, sentence_vectors = gloss_sentence_vectors(
-                self.encoder, chunk.texts, chunk.sentences, items, sentence_vectors
+                self.encoder, chunk.texts, chunk.sentences, items, sentence_vectors, self.glossary_dir
             )
         return HeadOutput(
             [
@@ -180,6 +187,7 @@ class SummaryHead(Head):
                 linear_head_for(settings, encoder).logits,
                 encoder,
                 settings.flag_unreadable and settings.gloss_unreadable,
+                settings.glossary_dir,
             )
         from inference.engine.generate import Summarizer
 

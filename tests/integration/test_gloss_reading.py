@@ -81,3 +81,25 @@ def test_fit_categories_reads_a_help_desk_s_own_tickets_in_other_languages_throu
     off = fit_rows(settings.replace(gloss_unreadable=False), model.encoder, rows, min_per_label=5)
     assert off.summary["read_through_gloss"] == 0
     assert off.head.fingerprint() != fitted.head.fingerprint()
+
+
+DANISH = "jeg\ti\nkan\tcan\nikke\tnot\nlogge\tlog\nind\tin\npå\ton\nmin\tmy\nkonto\taccount\nmit\tmy\n"
+DANISH += "kodeord\tpassword\nvirker\tworks\nhej\thello\ni\tin\ngår\tyesterday\nsiden\tsince\n"
+
+
+@pytest.mark.slow
+def test_a_help_desk_adds_a_language_with_its_own_glossary(model, settings, tmp_path):
+    (tmp_path / "da.tsv").write_text(DANISH, encoding="utf-8")
+    ticket = [("", "Hej, jeg kan ikke logge ind på min konto siden i går, mit kodeord virker ikke.", "account_access")]
+    own = settings.replace(glossary_dir=str(tmp_path))
+    from inference.gloss import books_for, gloss, language
+
+    book = language(ticket[0][1], books_for(str(tmp_path)))
+    assert book is not None and book.lang == "da"
+    assert "password" in gloss(ticket[0][1], book=book)
+    got = _outputs(own, model, ticket)[0]
+    assert got["category"] == "account_access" and got["category_uncertain"]
+    version = model_version(own)
+    assert version != model_version(settings)  # their glossary is part of the version
+    (tmp_path / "da.tsv").write_text(DANISH + "adgangskode\tpassword\n", encoding="utf-8")
+    assert model_version(own) != version  # and an edit of it makes a new one

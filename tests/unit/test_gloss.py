@@ -125,3 +125,35 @@ def test_a_separable_verb_with_its_prefix_attached_is_read_as_the_verb(tmp_path)
     (tmp_path / "fr").mkdir()
     fr = _books(tmp_path / "fr", fr=FR)[0]
     assert fr.translate("abplante") is None  # only German and Dutch attach separable prefixes
+
+
+def test_a_help_desk_s_own_glossaries_add_languages_and_words(tmp_path):
+    from inference.errors import ConfigError
+
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "da.tsv").write_text(
+        "jeg\ti\nkan\tcan\nikke\tnot\nlogge\tlog\nind\tin\nkodeord\tpassword\n", encoding="utf-8"
+    )
+    (own / "de.tsv").write_text("ich\tI (own)\nkann\tcan\nnicht\tnot\n", encoding="utf-8")
+    books = {b.lang: b for b in g.books_for(str(own))}
+    assert set(books) == {b.lang for b in g.glossaries()} | {"da"}
+    assert g.gloss("Jeg kan ikke logge ind, kodeord?", book=books["da"]) == "i can not log in, password?"
+    assert books["de"].lookup("ich") == "I (own)"  # their entry wins
+    assert books["de"].lookup("passwort") == "password"  # the bundled ones stay
+    assert g.books_for(None) == g.glossaries()
+
+    before = g.glossary_digest(extra_dir=str(own))
+    assert before != g.glossary_digest()
+    (own / "da.tsv").write_text("jeg\ti\nkan\tcan\nikke\tnot\nkonto\taccount\n", encoding="utf-8")
+    assert g.glossary_digest(extra_dir=str(own)) != before
+    assert {b.lang: b for b in g.books_for(str(own))}["da"].lookup("konto") == "account"  # read again
+
+    (own / "da.tsv").write_text("jeg\ti\nkaputt\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="INFERENCE_GLOSSARY_DIR: da.tsv line 2"):
+        g.books_for(str(own))
+    with pytest.raises(ConfigError, match="INFERENCE_GLOSSARY_DIR .* is not a folder"):
+        g.glossary_digest(extra_dir=str(tmp_path / "missing"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="holds no glossary"):
+        g.books_for(str(tmp_path / "empty"))
