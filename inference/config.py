@@ -411,6 +411,11 @@ class Settings:
     def replace(self, **changes) -> Settings:
         return replace(self, **changes)
 
+    @property
+    def reads_glosses(self) -> bool:
+        """Tickets flagged unreadable are read through English glosses (inference.gloss)."""
+        return self.flag_unreadable and self.gloss_unreadable
+
 
 def parse_heads(value: object) -> tuple[str, ...]:
     """A comma-separated string or a sequence of head names, each a known head (inference.heads);

@@ -55,9 +55,9 @@ def evaluate(
         default_texts,
         embed,
         fitted_head,
-        gloss_embeddings,
         linear_head_for,
         model_signature,
+        reembed,
         ticket_text_of,
         token_strings,
     )
@@ -106,11 +106,12 @@ def evaluate(
     )
     own = emb  # the plain baseline reads the tickets themselves
     glossed = np.zeros(len(texts), dtype=bool)
-    if settings.flag_unreadable and settings.gloss_unreadable:
-        from inference.gloss import languages
+    if settings.reads_glosses:
+        from inference.gloss import gloss, languages
 
-        glossed[list(languages(texts, flags, extra_dir=settings.glossary_dir))] = True
-        emb = gloss_embeddings(encoder, texts, emb, flags, settings.glossary_dir)
+        books = languages(texts, flags, extra_dir=settings.glossary_dir)
+        glossed[list(books)] = True
+        emb = reembed(encoder, emb, {k: gloss(texts[k], book=b) for k, b in books.items()})
 
     if src is not None:
         overlap = set(digests) & set(src.digests)

@@ -32,7 +32,7 @@ def summary_shares(predictor, tickets, tail_starts=None, chunk: int = 512) -> di
     categories = [outputs[k]["category"] for k in done]
     max_chars = max_chars_for(predictor.encoder.max_length)
     vectors = predictor.encoder.encode(summaries).embeddings
-    if category.flag_unreadable and category.gloss_unreadable:
+    if category.reads_glosses:
         # a summary of a ticket read through a gloss is read the same way, in the ticket's language
         read = [ticket_text(*tickets[int(k)], max_chars)[0] or "" for k in done]  # what the heads read
         vectors = _glossed_summaries(predictor.encoder, read, summaries, vectors, category.glossary_dir)
@@ -61,20 +61,12 @@ def summary_shares(predictor, tickets, tail_starts=None, chunk: int = 512) -> di
 def _glossed_summaries(
     encoder, texts: list[str], summaries: list[str], vectors: np.ndarray, glossary_dir: str | None
 ) -> np.ndarray:
-    from inference.gloss import gloss, languages
-    from inference.heads.category import token_strings
-    from inference.readability import unreadable_flags
+    """The summaries of tickets read through a gloss, embedded from their gloss in the ticket's language."""
+    from inference.gloss import gloss
+    from inference.heads.category import gloss_languages, reembed
 
-    books = languages(texts, unreadable_flags(texts, token_strings(encoder, texts)), extra_dir=glossary_dir)
-    if not books:
-        return vectors
-    rows = sorted(books)
-    out = encoder.encode([gloss(summaries[j], book=books[j]) or summaries[j] for j in rows])
-    vectors = np.array(vectors, copy=True)
-    for i, j in enumerate(rows):
-        if i not in out.errors:
-            vectors[j] = out.embeddings[i]
-    return vectors
+    _, books = gloss_languages(encoder, texts, glossary_dir)
+    return reembed(encoder, vectors, {j: gloss(summaries[j], book=b) or summaries[j] for j, b in books.items()})
 
 
 def predict_all(predictor, tickets, chunk: int = 512) -> dict[str, dict]:

@@ -52,6 +52,7 @@ class EncodedChunk:
     embeddings: np.ndarray  # float32 [n, dim], unit length
     sentences: list[list[tuple[int, int]]] | None = None  # character ranges of each item's sentences
     sentence_vectors: list[np.ndarray] | None = None  # per item, [n_sentences, dim] from the same pass
+    shared: dict[Any, Any] = field(default_factory=dict)  # what heads derive from the chunk once and share
 
     def __len__(self) -> int:
         return len(self.texts)

@@ -70,24 +70,40 @@ class CategoryClassifier:
         )
 
 
-def gloss_embeddings(
-    encoder, texts: Sequence[str], emb: np.ndarray, flags: Sequence[bool], glossary_dir: str | None = None
-) -> np.ndarray:
-    """`emb` with the rows of flagged tickets a glossary covers replaced by their gloss's embedding
-    (inference.gloss; `glossary_dir`: INFERENCE_GLOSSARY_DIR); a gloss the encoder fails on keeps the
-    ticket's own embedding."""
-    from inference.gloss import glossed
-
-    glosses = glossed(texts, flags, extra_dir=glossary_dir)
-    if not glosses:
-        return emb
-    rows = sorted(glosses)
-    out = encoder.encode([glosses[k] for k in rows])
-    emb = np.array(emb, copy=True)
+def reembed(encoder, vectors: np.ndarray, texts: dict[int, str]) -> np.ndarray:
+    """`vectors` with the rows in `texts` embedded from those texts instead; a text the encoder fails on keeps
+    its row."""
+    if not texts:
+        return vectors
+    rows = sorted(texts)
+    out = encoder.encode([texts[k] for k in rows])
+    vectors = np.array(vectors, copy=True)
     for j, k in enumerate(rows):
         if j not in out.errors:
-            emb[k] = out.embeddings[j]
-    return emb
+            vectors[k] = out.embeddings[j]
+    return vectors
+
+
+def gloss_languages(
+    encoder, texts: Sequence[str], glossary_dir: str | None = None, glosses: bool = True
+) -> tuple[list[bool], dict]:
+    """The unreadable flags of `texts` and (with `glosses`), for the flagged ones a glossary covers, index ->
+    its language's glossary (inference.gloss; `glossary_dir`: INFERENCE_GLOSSARY_DIR)."""
+    from inference.gloss import languages
+    from inference.readability import unreadable_flags
+
+    flags = unreadable_flags(texts, token_strings(encoder, texts))
+    return flags, languages(texts, flags, extra_dir=glossary_dir) if glosses else {}
+
+
+def chunk_reading(
+    chunk: EncodedChunk, encoder, glossary_dir: str | None, glosses: bool = True
+) -> tuple[list[bool], dict]:
+    """`gloss_languages` of a chunk's texts, computed once for every head that asks (category, summary)."""
+    key = ("gloss_languages", glossary_dir, glosses)
+    if key not in chunk.shared:
+        chunk.shared[key] = gloss_languages(encoder, chunk.texts, glossary_dir, glosses)
+    return chunk.shared[key]
 
 
 def gloss_sentence_vectors(
@@ -96,14 +112,12 @@ def gloss_sentence_vectors(
     sentences: Sequence,
     items: np.ndarray,
     sentence_vectors: Sequence[np.ndarray],
-    glossary_dir: str | None = None,
+    books: dict,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
-    """For the summary head: the ticket and sentence vectors of flagged tickets a glossary covers, read
-    through glosses in the ticket's language (the sentence chosen is still the ticket's own text)."""
-    from inference.gloss import gloss, languages
-    from inference.readability import unreadable_flags
+    """For the summary head: the ticket and sentence vectors of the tickets in `books` (index -> glossary),
+    read through glosses in the ticket's language (the sentence chosen is still the ticket's own text)."""
+    from inference.gloss import gloss
 
-    books = languages(texts, unreadable_flags(texts, token_strings(encoder, texts)), extra_dir=glossary_dir)
     sentence_vectors = list(sentence_vectors)
     if not books:
         return items, sentence_vectors
@@ -137,24 +151,24 @@ class _Loaded:
         classifier: CategoryClassifier,
         encoder,
         flag_unreadable: bool,
-        gloss_unreadable: bool = False,
-        glossary_dir: str | None = None,
+        reads_glosses: bool = False,
+        glossary_dir=None,
     ):
         self.classifier = classifier
         self.encoder = encoder
         self.flag_unreadable = flag_unreadable
-        self.gloss_unreadable = gloss_unreadable
+        self.reads_glosses = reads_glosses
         self.glossary_dir = glossary_dir
 
     def __call__(self, chunk: EncodedChunk) -> HeadOutput:
         flags = None
         emb = chunk.embeddings
         if self.flag_unreadable:
-            from inference.readability import unreadable_flags
+            flags, books = chunk_reading(chunk, self.encoder, self.glossary_dir, self.reads_glosses)
+            if books:
+                from inference.gloss import gloss
 
-            flags = unreadable_flags(chunk.texts, token_strings(self.encoder, chunk.texts))
-            if self.gloss_unreadable:
-                emb = gloss_embeddings(self.encoder, chunk.texts, emb, flags, self.glossary_dir)
+                emb = reembed(self.encoder, emb, {k: gloss(chunk.texts[k], book=b) for k, b in books.items()})
         got = self.classifier(emb, flags)
         return HeadOutput(
             [
@@ -195,7 +209,7 @@ class CategoryHead(Head):
             classifier_for(settings, encoder),
             encoder,
             settings.flag_unreadable,
-            settings.gloss_unreadable,
+            settings.reads_glosses,
             settings.glossary_dir,
         )
 
@@ -223,7 +237,7 @@ def head_source(settings) -> dict:
 
 def _gloss_key(settings) -> str:
     """The glossaries the head reads unreadable tickets through (training tickets too), or "off"."""
-    if not (settings.flag_unreadable and settings.gloss_unreadable):
+    if not settings.reads_glosses:
         return "off"
     from inference.gloss import glossary_digest
 
@@ -384,14 +398,12 @@ def default_training(settings, encoder) -> TrainingData:
 
 def texts_as_read(settings, encoder, texts: Sequence[str]) -> list[str]:
     """Training tickets as the head reads tickets: a gloss for those flagged unreadable (inference.gloss)."""
-    if not (settings.flag_unreadable and settings.gloss_unreadable):
+    if not settings.reads_glosses:
         return list(texts)
-    from inference.gloss import glossed
-    from inference.readability import unreadable_flags
+    from inference.gloss import gloss
 
-    flags = unreadable_flags(texts, token_strings(encoder, texts))
-    glosses = glossed(texts, flags, extra_dir=settings.glossary_dir)
-    return [glosses.get(k, t) for k, t in enumerate(texts)]
+    _, books = gloss_languages(encoder, texts, settings.glossary_dir)
+    return [gloss(t, book=books[k]) if k in books else t for k, t in enumerate(texts)]
 
 
 def ticket_text_of(example, max_length: int) -> str:

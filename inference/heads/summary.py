@@ -114,24 +114,25 @@ class _Extractive:
         self,
         label_scores: Callable[[np.ndarray], np.ndarray],
         encoder=None,
-        gloss_unreadable=False,
+        reads_glosses=False,
         glossary_dir: str | None = None,
     ):
-        """`gloss_unreadable`: rank the sentences of tickets the English-only model cannot read by their
+        """`reads_glosses`: rank the sentences of tickets the English-only model cannot read by their
         glosses, as the category head reads those tickets (inference.gloss)."""
         self.label_scores = label_scores
         self.encoder = encoder
-        self.gloss_unreadable = gloss_unreadable and encoder is not None
+        self.reads_glosses = reads_glosses and encoder is not None
         self.glossary_dir = glossary_dir
 
     def __call__(self, chunk: EncodedChunk) -> HeadOutput:
         assert chunk.sentences is not None and chunk.sentence_vectors is not None
         items, sentence_vectors = chunk.embeddings, chunk.sentence_vectors
-        if self.gloss_unreadable:
-            from inference.heads.category import gloss_sentence_vectors
+        if self.reads_glosses:
+            from inference.heads.category import chunk_reading, gloss_sentence_vectors
 
+            _, books = chunk_reading(chunk, self.encoder, self.glossary_dir)
             items, sentence_vectors = gloss_sentence_vectors(
-                self.encoder, chunk.texts, chunk.sentences, items, sentence_vectors, self.glossary_dir
+                self.encoder, chunk.texts, chunk.sentences, items, sentence_vectors, books
             )
         return HeadOutput(
             [
@@ -186,7 +187,7 @@ class SummaryHead(Head):
             return _Extractive(
                 linear_head_for(settings, encoder).logits,
                 encoder,
-                settings.flag_unreadable and settings.gloss_unreadable,
+                settings.reads_glosses,
                 settings.glossary_dir,
             )
         from inference.engine.generate import Summarizer

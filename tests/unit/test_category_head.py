@@ -140,6 +140,46 @@ def test_unreadable_tickets_are_uncertain_and_the_threshold_is_0_8():
     assert heads_fingerprint(dataclasses.replace(settings, uncertain_below=0.5)) != heads_fingerprint(settings)
 
 
+def test_the_category_and_summary_heads_read_a_chunk_s_languages_once_and_gloss_what_is_flagged():
+    from inference.heads.base import EncodedChunk
+    from inference.heads.summary import HEAD as SUMMARY
+    from inference.textprep import sentence_spans
+
+    class Counting(StandInEncoder):
+        calls: list[int] = []
+        encoded: list[str] = []
+
+        def token_strings(self, texts):
+            self.calls.append(len(texts))
+            return [[] for _ in texts]
+
+        def encode(self, texts, *args, **kwargs):
+            self.encoded.extend(texts)
+            return super().encode(texts, *args, **kwargs)
+
+    settings = Settings(device="cpu", cache_dir="", heads=("category", "summary"))
+    encoder = Counting()
+    heads = [HEAD.build(settings, encoder), SUMMARY.build(settings, encoder)]
+    texts = [
+        "I was charged twice for my plan this month. Please refund the duplicate payment.",
+        "Hola, me han cobrado dos veces este mes. Quiero que me devuelvan el dinero por favor.",
+    ]
+    spans = [sentence_spans(t) for t in texts]
+    chunk = EncodedChunk(
+        texts,
+        encoder.encode(texts).embeddings,
+        spans,
+        [encoder.encode([t[a:b] for a, b in s]).embeddings for t, s in zip(texts, spans, strict=True)],
+    )
+    encoder.calls.clear()
+    encoder.encoded.clear()
+    out = [head(chunk) for head in heads]
+    assert encoder.calls == [2]  # the readability of the chunk, once for both heads
+    assert out[0].values[1]["category_uncertain"] and out[1].values[1]["summary"] in texts[1]
+    assert any("twice" in t for t in encoder.encoded)  # the Spanish ticket was embedded from its gloss
+    assert not any(t.startswith("I was charged") for t in encoder.encoded)  # the English one was not again
+
+
 def test_a_help_desk_fits_its_own_queues_from_json_lines_and_runs_them(tmp_path):
     path = tmp_path / "history.jsonl"
     rows = queue_rows()
