@@ -9,6 +9,7 @@
   the quote's start is known, so `quoted_first` is exact. `--threads-jsonl` also writes that set with its
   labels, for `python -m inference eval --set /tmp/eval_thread.jsonl` (category accuracy on threads).
 
+Settings come from the environment as for the pipeline (e.g. INFERENCE_GLOSS_UNREADABLE=false), on the CPU.
 Labelled sets (eval, dev, bitext, BANKING77, the labelled demo) get the same shares from
 `python -m inference eval --set ... --summaries` (inference.evaluate.summary_shares, the same function).
 """
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from summary_quality import thread_set  # noqa: E402
 from ticket_sets import LABELS, load_sets  # noqa: E402
 
-from inference.config import Settings  # noqa: E402
+from inference.config import settings_from_env  # noqa: E402
 from inference.predictor import load_predictor  # noqa: E402
 from inference.summary_eval import summary_shares  # noqa: E402
 
@@ -37,7 +38,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the numbers here")
     args = parser.parse_args()
 
-    predictor = load_predictor(Settings(device="cpu", heads=("category", "summary")))
+    predictor = load_predictor(settings_from_env(device="cpu", heads=("category", "summary")))
     report = {}
     if Path(args.db).is_file():
         with sqlite3.connect(args.db) as conn:
