@@ -9,12 +9,15 @@ from inference.config import Settings, load_taxonomy_file
 
 # Sub-topic sentences per label, tuned on the development set (zero-shot accuracy on the bundled
 # examples 0.742 -> 0.801 with these; see BENCHMARKS.md). The evaluation set was not used.
+# 2026-12-05 (variant V6 of benchmarks/taxonomy_variants.py, chosen on dev, bitext, BANKING77's train split
+# and demo): billing no longer says that a declined card payment is billing (for a bank, a shop terminal or
+# a payment app that is a product that fails, and a help desk that bills its customers still has the charge
+# and payment descriptions); technical_issue also covers "how do I get this to work" questions.
 DEFAULT_TAXONOMY: dict[str, list[str]] = {
     "billing": [
         "A question or complaint about a charge, an invoice, a payment or a refund.",
         "I was charged twice this month, please refund the duplicate payment.",
         "The amount on my invoice is wrong, I need a corrected invoice with our VAT number.",
-        "My card payment was declined and I cannot pay my bill.",
         "Why did the price of my plan go up? I want a refund of the difference.",
         "Please send me a receipt for my last payment.",
         "I see an unknown charge from your company on my bank statement.",
@@ -39,6 +42,7 @@ DEFAULT_TAXONOMY: dict[str, list[str]] = {
         "The integration with our other tool stopped working and returns errors.",
         "Notifications are not being delivered anymore.",
         "A bug: clicking the button does nothing and the screen stays blank.",
+        "How do I set up or use this feature? I cannot get it to work.",
     ],
     "feature_request": [
         "A suggestion for a new feature or an improvement to the product.",

@@ -1,0 +1,72 @@
+"""The record of how the default taxonomy was chosen (benchmarks/taxonomy_variants.py, BENCHMARKS.md) stays
+true: every recorded variant applies to the previous default, and the adopted one is what the code ships."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from inference.taxonomy import DEFAULT_TAXONOMY
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _module(name: str):
+    key = f"benchmarks_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, BENCH / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module  # dataclasses look their module up while the file runs
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+def test_the_adopted_variant_is_the_default_taxonomy_and_every_variant_applies():
+    tv = _module("taxonomy_variants")
+    base = json.loads(tv.BEFORE.read_text(encoding="utf-8"))
+    variants = {k: v for k, v in json.loads(tv.VARIANTS.read_text(encoding="utf-8")).items() if not k.startswith("_")}
+    assert tv.apply(base, variants["before"]) == base
+    assert tv.apply(base, variants["V6"]) == DEFAULT_TAXONOMY
+    for name, edits in variants.items():
+        out = tv.apply(base, edits)
+        assert set(out) == set(base), name
+        assert all(out[label] and len(set(out[label])) == len(out[label]) for label in out), name
+    assert base == json.loads(tv.BEFORE.read_text(encoding="utf-8"))  # apply never edits its input
+
+
+def test_an_edit_naming_a_description_that_is_not_there_is_an_error():
+    tv = _module("taxonomy_variants")
+    with pytest.raises(ValueError):
+        tv.apply({"billing": ["a"]}, {"drop": {"billing": ["b"]}})
+    with pytest.raises(ValueError):
+        tv.apply({"billing": ["a"]}, {"replace": {"billing": [["b", "c"]]}})
+
+
+def test_the_blind_banking77_intents_are_not_the_tuned_ones():
+    ts = _module("ticket_sets")
+    assert not set(ts.BANKING77_UNSEEN_MAPPING) & set(ts.BANKING77_MAPPING)
+    assert set(ts.BANKING77_UNSEEN_MAPPING.values()) <= set(DEFAULT_TAXONOMY)
+
+
+def test_build_banking77_writes_only_the_mapped_intents(tmp_path):
+    ts = _module("ticket_sets")
+    csv = tmp_path / "test.csv"
+    csv.write_text(
+        'text,category\r\n"Can I change my PIN, please?",change_pin\r\nwhere is my card,card_arrival\r\n'
+        "hello,greeting_intent\r\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.jsonl"
+    assert ts.build_banking77(str(csv), out, ts.BANKING77_UNSEEN_MAPPING) == 1
+    row = json.loads(out.read_text(encoding="utf-8"))
+    assert (row["body"], row["label"], row["source_label"]) == (
+        "Can I change my PIN, please?",
+        "account_access",
+        "change_pin",
+    )
+    assert ts.build_banking77(str(csv), out) == 1
+    assert json.loads(out.read_text(encoding="utf-8"))["label"] == "shipping"
