@@ -101,6 +101,10 @@ def _parser() -> argparse.ArgumentParser:
         "--subject-column",
         help="the subject's key or column in --set FILE (default: subject, if there); none: no subject",
     )
+    ev.add_argument(
+        "--group-column",
+        help="also break accuracy down by this key or column of --set FILE (a queue, a public set's intent)",
+    )
     ev.add_argument("--json", action="store_true", help="machine-readable output")
     ev.add_argument("--summaries", action="store_true", help="also the summary shares (greeting, quote, agreement)")
 
@@ -271,7 +275,7 @@ def _eval(settings, args) -> int:
     from inference.evaluate import evaluate, render
     from inference.labelled_files import Columns
 
-    columns = Columns.from_flags(args.label_column, args.body_column, args.subject_column)
+    columns = Columns.from_flags(args.label_column, args.body_column, args.subject_column, args.group_column)
     report = evaluate(settings, args.set, summaries=args.summaries, columns=columns)
     print(json.dumps(report, sort_keys=True) if args.json else render(report))
     return 0

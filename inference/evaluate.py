@@ -13,7 +13,8 @@ Never against a model that contains the ticket:
 - a fitted head (INFERENCE_CATEGORY_HEAD): tickets it was fitted on are left out (and counted); its
   held-out accuracy from fitting is reported by `fit-categories`.
 
-Reported: accuracy (overall, per label, per language), the confusion matrix, expected calibration error,
+Reported: accuracy (overall, per label, per language, and per value of --group-column when given: a help
+desk's queues or a public set's intents mapped onto the labels), the confusion matrix, expected calibration error,
 the uncertain share and accuracy when confident / uncertain, the unreadable share, and the plain baseline
 (one description per label, the first of each label in the taxonomy, argmax cosine; its confidence a
 softmax at a temperature fitted on the training tickets) on the same tickets.
@@ -130,6 +131,9 @@ def evaluate(
 
     baseline = _baseline(settings, labels, encoder, own, src, data, set(digests))
     report = _metrics(labels, truth, probs, flags, settings.uncertain_below, [e.lang for e in examples], baseline)
+    if columns is not None and columns.group:
+        report["group_column"] = columns.group
+        report["per_group"] = _per_group(labels, truth, probs, flags, settings.uncertain_below, examples, baseline)
     report.update(
         {
             "set": str(path),
@@ -262,6 +266,31 @@ def _metrics(labels, truth, probs, flags, uncertain_below, langs, baseline) -> d
     }
 
 
+def _per_group(labels, truth, probs, flags, uncertain_below, examples, baseline) -> dict:
+    """Per value of the group column, most tickets first: n, the label most of them carry, accuracy (and the
+    baseline's), the uncertain share, accuracy when confident, and the wrong label chosen most often."""
+    pred = probs.argmax(axis=1)
+    conf = probs.max(axis=1)
+    correct = pred == truth
+    confident = ~((conf < uncertain_below) | flags)
+    base_correct = baseline["probs"].argmax(axis=1) == truth if baseline is not None else None
+    groups = np.array([e.group or "(none)" for e in examples])
+    out = {}
+    for name, n in sorted(Counter(groups.tolist()).items(), key=lambda kv: (-kv[1], kv[0])):
+        m = groups == name
+        wrong = Counter(labels[k] for k in pred[m & ~correct]).most_common(1)
+        out[name] = {
+            "n": int(n),
+            "label": labels[Counter(truth[m].tolist()).most_common(1)[0][0]],
+            "accuracy": _share(correct[m]),
+            "baseline_accuracy": _share(base_correct[m]) if base_correct is not None else None,
+            "uncertain_share": _share(~confident[m]),
+            "accuracy_when_confident": _share(correct[m & confident]) if (m & confident).any() else None,
+            "most_often_wrong_as": wrong[0][0] if wrong else None,
+        }
+    return out
+
+
 def _share(mask: np.ndarray) -> float | None:
     return round(float(np.mean(mask)), 4) if len(mask) else None
 
@@ -298,6 +327,20 @@ def render(report: dict) -> str:
             f" {m['only_filler']:.3f}, open in a quoted reply/signature {m['quoted_first']:.3f};"
             f" category of the summary alone = the ticket's {m['category_agreement']:.3f}",
         ]
+    if report.get("per_group"):
+        groups = report["per_group"]
+        gw = max(width, max(len(g) for g in groups))
+        lines += [
+            "",
+            f"{report['group_column']:<{gw}}  n      label             accuracy  baseline  uncertain  confident acc."
+            "  most often wrong as",
+        ]
+        for name, m in groups.items():
+            lines.append(
+                f"{name:<{gw}}  {m['n']:<5}  {m['label']:<16}  {_fmt(m['accuracy']):<8}  "
+                f"{_fmt(m['baseline_accuracy']):<8}  {_fmt(m['uncertain_share']):<9}  "
+                f"{_fmt(m['accuracy_when_confident']):<14}  {m['most_often_wrong_as'] or '-'}"
+            )
     lines += ["", f"{'label':<{width}}  precision  recall  f1     n"]
     for label in labels:
         m = report["per_label"][label]

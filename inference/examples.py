@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inference.config import ConfigError
-from inference.labelled_files import Columns, as_text, records
+from inference.labelled_files import Columns, as_text, records, require
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 FEWSHOT = DATA_DIR / "fewshot_examples.jsonl"
@@ -28,6 +28,7 @@ class Example:
     body: str | None
     label: str
     lang: str | None = None
+    group: str | None = None  # the --group-column value (`eval` breaks accuracy down by it)
 
     @property
     def text(self) -> str:
@@ -53,7 +54,10 @@ def load_examples(path: str | Path, labels: set[str] | None = None, columns: Col
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"labelled tickets file {path} does not exist")
-    label_key, body_key, subject = (columns or Columns()).resolve(path)
+    columns = columns or Columns()
+    label_key, body_key, subject = columns.resolve(path)
+    if columns.group:
+        require(path, {"--group-column": columns.group})
     out = []
     for lineno, item in records(path, "labelled tickets file"):
         label, lang, ticket_id = item.get(label_key), item.get("lang"), item.get("id")
@@ -65,6 +69,7 @@ def load_examples(path: str | Path, labels: set[str] | None = None, columns: Col
             as_text(item.get(body_key)),
             str(label),
             str(lang) if lang else None,
+            _group(item.get(columns.group)) if columns.group else None,
         )
         if labels is not None and example.label not in labels:
             raise ConfigError(f"{path}:{lineno}: label {example.label!r} is not in the taxonomy")
@@ -72,3 +77,9 @@ def load_examples(path: str | Path, labels: set[str] | None = None, columns: Col
             raise ConfigError(f"{path}:{lineno}: example {example.id} has no text")
         out.append(example)
     return out
+
+
+def _group(value) -> str:
+    """A group value as text; a missing or empty one is its own group."""
+    text = as_text(value)
+    return text if text and text.strip() else "(none)"

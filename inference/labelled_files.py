@@ -62,15 +62,18 @@ class Columns:
     body: str = "body"
     subject: str | None = "subject"
     subject_named: bool = False  # named by the user: a CSV file must have it (else a missing one means none)
+    group: str | None = None  # `eval --group-column`: a field to break accuracy down by (a queue, an intent)
 
     @classmethod
-    def from_flags(cls, label: str, body: str, subject: str | None) -> Columns:
-        """From --label-column, --body-column and --subject-column (None: unset; `none` or the body's own
-        column: no subject)."""
+    def from_flags(cls, label: str, body: str, subject: str | None, group: str | None = None) -> Columns:
+        """From --label-column, --body-column, --subject-column (None: unset; `none` or the body's own
+        column: no subject) and --group-column."""
         from inference.config import subject_column
 
         named = subject is not None
-        return cls(label=label, body=body, subject=subject_column(subject or "subject", body), subject_named=named)
+        return cls(
+            label=label, body=body, subject=subject_column(subject or "subject", body), subject_named=named, group=group
+        )
 
     def resolve(self, path: Path) -> tuple[str, str, str | None]:
         """(label, body, subject) keys to read from the file: a CSV/TSV file without the default subject column

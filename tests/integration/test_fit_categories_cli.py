@@ -125,11 +125,18 @@ def test_a_csv_export_fits_the_same_head_as_its_json_lines_twin(tmp_path, monkey
     new = tmp_path / "new.csv"  # new tickets in the export's layout, scored by the head fitted on it
     with new.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["Description", "Group"])
-        writer.writerow(["Hello, I see two identical charges on my statement, please refund one.", "payments"])
-        writer.writerow(["Where is my package? It should have arrived last week.", "deliveries"])
-        writer.writerow(["I am locked out of my account after resetting my password.", "logins"])
+        writer.writerow(["Description", "Group", "Team"])
+        writer.writerow(["Hello, I see two identical charges on my statement, please refund one.", "payments", "EU"])
+        writer.writerow(["Where is my package? It should have arrived last week.", "deliveries", "US"])
+        writer.writerow(["I am locked out of my account after resetting my password.", "logins", "EU"])
     monkeypatch.setenv("INFERENCE_CATEGORY_HEAD", str(tmp_path / "a.npz"))
     assert main(["eval", "--set", str(new), "--label-column", "Group", "--body-column", "Description", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["tickets"] == 3 and report["accuracy"] == 1.0
+    args = ["eval", "--set", str(new), "--label-column", "Group", "--body-column", "Description"]
+    assert main([*args, "--group-column", "Team"]) == 0  # accuracy per team, as a table
+    shown = capsys.readouterr().out
+    assert "Team" in shown and "EU" in shown and "US" in shown
+    assert main([*args, "--group-column", "Team", "--json"]) == 0
+    groups = json.loads(capsys.readouterr().out)["per_group"]
+    assert {k: (g["n"], g["accuracy"]) for k, g in groups.items()} == {"EU": (2, 1.0), "US": (1, 1.0)}

@@ -161,3 +161,50 @@ def test_the_bundled_example_files_and_the_six_language_file_load_with_taxonomy_
     assert set(by_language.values()) == {2} and len(by_language) == 6 * len(labels)  # 2 per label per language
     assert {e.lang for e in six} == {"de", "fr", "es", "it", "nl", "pt"}
     assert not {e.id for e in six} & {e.id for e in bundled}
+
+
+def test_eval_breaks_accuracy_down_by_a_group_column(tmp_path):
+    # a public set's intents (or a help desk's queues) mapped onto the labels: which of them the head gets wrong
+    from inference.config import Settings
+    from inference.engine.standin import StandInEncoder
+    from inference.evaluate import evaluate, render
+    from inference.fit_categories import fit_rows
+    from tests.unit.test_category_head import queue_rows
+
+    rows = queue_rows(16)
+    train = write_csv(tmp_path / "train.csv", [{"text": r.body, "queue": r.label} for r in rows[::2]])
+    fitted = fit_rows(
+        Settings(device="cpu", cache_dir=""),
+        StandInEncoder(),
+        list(read_file(train, Columns(label="queue", body="text"))),
+        min_per_label=5,
+    )
+    fitted.head.save(tmp_path / "head.npz")
+    labels = fitted.head.labels
+    test_rows = [
+        {"text": r.body, "queue": r.label, "intent": f"{r.label}/{k % 2}" if k % 5 else ""}
+        for k, r in enumerate(rows[1::2])
+    ]
+    test = write_csv(tmp_path / "test.csv", test_rows)
+    settings = Settings(device="cpu", cache_dir="", category_head=str(tmp_path / "head.npz"))
+    columns = Columns(label="queue", body="text", group="intent")
+    report = evaluate(settings, str(test), encoder=StandInEncoder(), columns=columns)
+
+    groups = report["per_group"]
+    assert report["group_column"] == "intent"
+    assert sum(g["n"] for g in groups.values()) == report["tickets"] == len(test_rows)
+    assert "(none)" in groups  # an empty value is a group of its own, never dropped
+    for name, g in groups.items():
+        members = [r for r in test_rows if (r["intent"] or "(none)") == name]
+        assert g["n"] == len(members) and g["label"] in labels
+        if name != "(none)":
+            assert g["label"] == name.split("/")[0]
+        assert 0.0 <= g["accuracy"] <= 1.0 and (g["most_often_wrong_as"] is None) == (g["accuracy"] == 1.0)
+    ns = [g["n"] for g in groups.values()]
+    assert ns == sorted(ns, reverse=True)  # most tickets first
+    shown = render(report)
+    assert "intent" in shown and all(name in shown for name in groups)
+    assert "per_group" not in evaluate(settings, str(test), encoder=StandInEncoder(), columns=Columns("queue", "text"))
+
+    with pytest.raises(ConfigError, match=r"no column for --group-column 'team'"):
+        load_examples(test, columns=Columns(label="queue", body="text", group="team"))
