@@ -132,6 +132,7 @@ def evaluate(
     baseline = _baseline(settings, labels, encoder, own, src, data, set(digests))
     report = _metrics(labels, truth, probs, flags, settings.uncertain_below, [e.lang for e in examples], baseline)
     if columns is not None and columns.group:
+        _check_groups(columns.group, [e.group for e in examples])
         report["group_column"] = columns.group
         report["per_group"] = _per_group(labels, truth, probs, flags, settings.uncertain_below, examples, baseline)
     report.update(
@@ -264,6 +265,20 @@ def _metrics(labels, truth, probs, flags, uncertain_below, langs, baseline) -> d
         "accuracy_when_confident": _share(correct[confident]) if confident.any() else None,
         "accuracy_when_uncertain": _share(correct[uncertain]) if uncertain.any() else None,
     }
+
+
+MAX_GROUPS = 500
+
+
+def _check_groups(column: str, groups: list) -> None:
+    """A group column holds queues or intents, not a value per ticket (ticket text, ids): refused, by counts
+    only, so that no ticket's text is printed as a group."""
+    distinct = len(set(groups))
+    if distinct > MAX_GROUPS or (distinct > 20 and distinct > len(groups) // 2):
+        raise ConfigError(
+            f"--group-column {column!r} has {distinct} distinct values among {len(groups)} tickets: name a column "
+            "of queues, types or intents (a few values shared by many tickets)"
+        )
 
 
 def _per_group(labels, truth, probs, flags, uncertain_below, examples, baseline) -> dict:

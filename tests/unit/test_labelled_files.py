@@ -208,3 +208,11 @@ def test_eval_breaks_accuracy_down_by_a_group_column(tmp_path):
 
     with pytest.raises(ConfigError, match=r"no column for --group-column 'team'"):
         load_examples(test, columns=Columns(label="queue", body="text", group="team"))
+    per_ticket = write_csv(  # the text column named by mistake: refused by counts, no ticket text shown
+        tmp_path / "per_ticket.csv", [{**r, "intent": f"{r['text'][:30]} {k}"} for k, r in enumerate(test_rows * 3)]
+    )
+    with pytest.raises(
+        ConfigError, match=r"--group-column 'intent' has \d+ distinct values among \d+ tickets"
+    ) as refused:
+        evaluate(settings, str(per_ticket), encoder=StandInEncoder(), columns=columns)
+    assert not any(r["text"][:30] in str(refused.value) for r in test_rows)
