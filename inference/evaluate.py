@@ -72,6 +72,8 @@ def evaluate(
     if not Path(path).is_file():
         raise ConfigError(f"--set {which}: no such set (eval, dev, or a JSON Lines or CSV file of labelled tickets)")
     examples = load_examples(path, columns=columns)
+    if columns is not None and columns.group:  # refused before any ticket is embedded
+        _check_groups(columns.group, [e.group for e in examples])
     texts = [ticket_text_of(e, encoder.max_length) for e in examples]
     digests = [text_digest(t) for t in texts]
 
@@ -130,11 +132,12 @@ def evaluate(
         data = None
 
     baseline = _baseline(settings, labels, encoder, own, src, data, set(digests))
-    report = _metrics(labels, truth, probs, flags, settings.uncertain_below, [e.lang for e in examples], baseline)
-    if columns is not None and columns.group:
-        _check_groups(columns.group, [e.group for e in examples])
+    groups = [e.group for e in examples] if columns is not None and columns.group else None
+    report = _metrics(
+        labels, truth, probs, flags, settings.uncertain_below, [e.lang for e in examples], baseline, groups
+    )
+    if groups is not None:
         report["group_column"] = columns.group
-        report["per_group"] = _per_group(labels, truth, probs, flags, settings.uncertain_below, examples, baseline)
     report.update(
         {
             "set": str(path),
@@ -208,7 +211,7 @@ def _baseline(settings, labels, encoder, emb, src, data, evaluated: set[str]) ->
     return {"probs": softmax((emb @ D1.T) / temperature), "temperature": temperature}
 
 
-def _metrics(labels, truth, probs, flags, uncertain_below, langs, baseline) -> dict:
+def _metrics(labels, truth, probs, flags, uncertain_below, langs, baseline, groups=None) -> dict:
     pred = probs.argmax(axis=1)
     conf = probs.max(axis=1)
     correct = pred == truth
@@ -251,7 +254,7 @@ def _metrics(labels, truth, probs, flags, uncertain_below, langs, baseline) -> d
             "uncertain_share": _share(uncertain[m]),
             "accuracy_when_confident": _share(correct[m & confident]) if (m & confident).any() else None,
         }
-    return {
+    out = {
         "tickets": int(len(truth)),
         "labels": list(labels),
         "accuracy": _share(correct),
@@ -265,6 +268,9 @@ def _metrics(labels, truth, probs, flags, uncertain_below, langs, baseline) -> d
         "accuracy_when_confident": _share(correct[confident]) if confident.any() else None,
         "accuracy_when_uncertain": _share(correct[uncertain]) if uncertain.any() else None,
     }
+    if groups is not None:
+        out["per_group"] = _per_group(labels, truth, pred, correct, confident, base_correct, groups)
+    return out
 
 
 MAX_GROUPS = 500
@@ -281,15 +287,10 @@ def _check_groups(column: str, groups: list) -> None:
         )
 
 
-def _per_group(labels, truth, probs, flags, uncertain_below, examples, baseline) -> dict:
+def _per_group(labels, truth, pred, correct, confident, base_correct, groups) -> dict:
     """Per value of the group column, most tickets first: n, the label most of them carry, accuracy (and the
     baseline's), the uncertain share, accuracy when confident, and the wrong label chosen most often."""
-    pred = probs.argmax(axis=1)
-    conf = probs.max(axis=1)
-    correct = pred == truth
-    confident = ~((conf < uncertain_below) | flags)
-    base_correct = baseline["probs"].argmax(axis=1) == truth if baseline is not None else None
-    groups = np.array([e.group or "(none)" for e in examples])
+    groups = np.array(groups)
     out = {}
     for name, n in sorted(Counter(groups.tolist()).items(), key=lambda kv: (-kv[1], kv[0])):
         m = groups == name
