@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import re
+import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -89,10 +91,35 @@ def _sqlite_on_connect(dbapi_conn, _record) -> None:
     dbapi_conn.text_factory = lambda raw: raw.decode("utf-8", "surrogateescape")
     dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (see _sqlite_on_begin)
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
+    _set_wal(cur)
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=60000")
     cur.close()
+
+
+SQLITE_BUSY_MS = 60_000
+
+
+def _set_wal(cur, pause: float = 0.05) -> None:
+    # Turning a new file to WAL needs its exclusive lock, and SQLite answers "database is locked" at once,
+    # without its busy handler, to a process that races another doing the same (several first starts at
+    # once). So wait here, for as long as busy_timeout would, before giving up.
+    deadline = time.monotonic() + SQLITE_BUSY_MS / 1000
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _sqlite_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(pause)
+
+
+def _sqlite_busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def _sqlite_on_begin(conn) -> None:
