@@ -70,3 +70,20 @@ def test_build_banking77_writes_only_the_mapped_intents(tmp_path):
     )
     assert ts.build_banking77(str(csv), out) == 1
     assert json.loads(out.read_text(encoding="utf-8"))["label"] == "shipping"
+
+
+def test_build_clinc150_writes_only_the_mapped_intents_of_the_split(tmp_path):
+    ts = _module("ticket_sets")
+    assert set(ts.CLINC150_MAPPING.values()) <= set(DEFAULT_TAXONOMY)
+    data = {
+        "val": [["when is my phone bill due", "bill_due"], ["set a timer", "timer"]],
+        "test": [["where is my package", "order_status"], ["cancel that", "cancel"]],
+    }
+    src = tmp_path / "data_small.json"
+    src.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert ts.build_clinc150(str(src), out) == 1
+    assert json.loads(out.read_text(encoding="utf-8"))["label"] == "billing"
+    assert ts.build_clinc150(str(src), out, "test") == 1
+    row = json.loads(out.read_text(encoding="utf-8"))
+    assert (row["body"], row["label"], row["source_label"]) == ("where is my package", "shipping", "order_status")
