@@ -263,6 +263,7 @@ def _metrics(labels, truth, probs, flags, uncertain_below, langs, baseline, grou
         "per_language": per_language,
         "confusion": confusion.tolist(),
         "expected_calibration_error": round(ece(conf, correct), 4),
+        "mean_confidence": round(float(conf.mean()), 4) if len(conf) else None,
         "uncertain_share": _share(uncertain),
         "unreadable_share": _share(flags),
         "accuracy_when_confident": _share(correct[confident]) if confident.any() else None,
@@ -322,7 +323,8 @@ def render(report: dict) -> str:
         + (f"   (plain baseline, one description per label: {base['accuracy']:.3f})" if base else ""),
         f"expected calibration error: {report['expected_calibration_error']:.3f}"
         + (f"   (baseline {base['expected_calibration_error']:.3f})" if base else "")
-        + f"; temperature {report['temperature']}",
+        + f"; temperature {report['temperature']}"
+        + _direction(report.get("mean_confidence"), report["accuracy"]),
         f"uncertain (confidence < {report['uncertain_below']} or unreadable): {report['uncertain_share']:.1%} of tickets"
         f" ({report['unreadable_share']:.1%} unreadable, {report.get('glossed_share') or 0:.1%} read through a gloss);"
         f" accuracy when confident {_fmt(report['accuracy_when_confident'])},"
@@ -369,6 +371,14 @@ def render(report: dict) -> str:
         for label, row in zip(labels, report["confusion"], strict=True)
     ]
     return "\n".join(lines)
+
+
+def _direction(mean_confidence: float | None, accuracy: float | None) -> str:
+    """Which way the head errs: the mean confidence beside the accuracy it should match."""
+    if mean_confidence is None or accuracy is None:
+        return ""
+    way = "overconfident" if mean_confidence > accuracy else "underconfident" if mean_confidence < accuracy else ""
+    return f"; mean confidence {mean_confidence:.3f}" + (f" ({way})" if way else "")
 
 
 def _fmt(x) -> str:

@@ -204,6 +204,11 @@ def test_eval_breaks_accuracy_down_by_a_group_column(tmp_path):
     assert ns == sorted(ns, reverse=True)  # most tickets first
     shown = render(report)
     assert "intent" in shown and all(name in shown for name in groups)
+    mean, accuracy = report["mean_confidence"], report["accuracy"]
+    ece_line = next(x for x in shown.splitlines() if x.startswith("expected calibration error"))
+    assert 0.0 < mean <= 1.0 and f"mean confidence {mean:.3f}" in ece_line
+    assert ("(overconfident)" in ece_line) == (mean > accuracy)
+    assert ("(underconfident)" in ece_line) == (mean < accuracy)
     assert "per_group" not in evaluate(settings, str(test), encoder=StandInEncoder(), columns=Columns("queue", "text"))
 
     with pytest.raises(ConfigError, match=r"no column for --group-column 'team'"):
