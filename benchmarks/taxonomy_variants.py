@@ -42,6 +42,17 @@ def apply(base: dict[str, list[str]], edits: dict) -> dict[str, list[str]]:
     return out
 
 
+def summary_line(name: str, which: str, r: dict) -> str:
+    """One report on one line: accuracy, ECE, confident accuracy, uncertain share, mean confidence, baseline."""
+    return (
+        f"{name:12s} {Path(which).stem[:24]:24s} accuracy {r['accuracy']:.3f}  "
+        f"ECE {r['expected_calibration_error']:.3f}  "
+        f"confident {r['accuracy_when_confident'] or float('nan'):.3f}  "
+        f"uncertain {r['uncertain_share']:.3f}  mean conf {r['mean_confidence']:.3f}  "
+        f"baseline {r['baseline']['accuracy'] if r.get('baseline') else float('nan'):.3f}"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--set", action="append", required=True, help="a set as `python -m inference eval --set` takes it")
@@ -66,13 +77,7 @@ def main() -> None:
             for which in args.set:
                 r = evaluate(settings.replace(taxonomy_file=str(path)), which, encoder=encoder)
                 reports.setdefault(name, {})[which] = r
-                print(
-                    f"{name:8s} {Path(which).stem[:24]:24s} accuracy {r['accuracy']:.3f}  "
-                    f"ECE {r['expected_calibration_error']:.3f}  "
-                    f"confident {r['accuracy_when_confident'] or float('nan'):.3f}  "
-                    f"baseline {r['baseline']['accuracy'] if r.get('baseline') else float('nan'):.3f}",
-                    flush=True,
-                )
+                print(summary_line(name, which, r), flush=True)
     if args.json:
         args.json.write_text(json.dumps(reports, indent=1), encoding="utf-8")
 

@@ -9,6 +9,10 @@ DEFAULT_RECIPE "logreg l2=0.003 descx12"; BENCHMARKS.md):
 - a temperature fitted by maximum likelihood on 5-fold out-of-fold logits of the labelled tickets (each
   fold scored by a head fitted without it), so the confidence is calibrated on tickets the head has not seen.
 
+`Recipe.prior` (0 by default) starts the regression from, and shrinks it towards, the labels' mean descriptions;
+measured with benchmarks/recipe_sweep.py and not adopted (BENCHMARKS.md, "A head that starts from the
+descriptions").
+
 The category head fits it at task start from the bundled files (cached), or loads one fitted on a help
 desk's own labelled tickets by `python -m inference fit-categories` (`LinearHead.save` / `load`).
 """
@@ -36,9 +40,11 @@ class Recipe:
     description_weight: float = 12.0
     iters: int = 400
     folds: int = 5
+    prior: float = 0.0  # > 0: start from, and shrink towards, `prior` x each label's mean description
 
     def key(self) -> str:
-        return f"logreg-l2={self.l2}-desc={self.description_weight}-iters={self.iters}-folds={self.folds}"
+        key = f"logreg-l2={self.l2}-desc={self.description_weight}-iters={self.iters}-folds={self.folds}"
+        return key + (f"-prior={self.prior}" if self.prior else "")
 
 
 DEFAULT_RECIPE = Recipe()
@@ -60,10 +66,17 @@ def softmax(z: np.ndarray) -> np.ndarray:
 
 
 def fit_logreg(
-    X: np.ndarray, y: np.ndarray, k: int, l2: float, weights: np.ndarray | None = None, iters: int = 400
+    X: np.ndarray,
+    y: np.ndarray,
+    k: int,
+    l2: float,
+    weights: np.ndarray | None = None,
+    iters: int = 400,
+    W0: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Multinomial logistic regression, L2 `l2 * ||W||^2 / 2` on the weighted mean loss, by Nesterov
-    gradient descent with the step 1 / Lipschitz bound. Returns (W [d, k], b [k]), float64."""
+    """Multinomial logistic regression, L2 `l2 * ||W - W0||^2 / 2` on the weighted mean loss (W0 = 0 unless
+    given; the descent starts there), by Nesterov gradient descent with the step 1 / Lipschitz bound.
+    Returns (W [d, k], b [k]), float64."""
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -71,11 +84,12 @@ def fit_logreg(
     Y = np.eye(k)[y]
     lip = 0.5 * np.linalg.eigvalsh((X * w[:, None]).T @ X).max() + 0.5 + l2
     step = 1.0 / lip
-    W, b = np.zeros((d, k)), np.zeros(k)
+    W0 = np.zeros((d, k)) if W0 is None else np.asarray(W0, dtype=np.float64)
+    W, b = W0.copy(), np.zeros(k)
     Wv, bv = W.copy(), b.copy()
     for it in range(iters):
         G = (softmax(X @ Wv + bv) - Y) * w[:, None]
-        W_new = Wv - step * (X.T @ G + l2 * Wv)
+        W_new = Wv - step * (X.T @ G + l2 * (Wv - W0))
         b_new = bv - step * G.sum(axis=0)
         mom = it / (it + 3)
         Wv, bv = W_new + mom * (W_new - W), b_new + mom * (b_new - b)
@@ -217,7 +231,12 @@ def _fit_weights(data: TrainingData, recipe: Recipe) -> tuple[np.ndarray, np.nda
     X = np.vstack([data.X, data.D]) if len(data.D) else data.X
     y = np.concatenate([data.y, data.dy]).astype(int) if len(data.D) else data.y
     w = np.concatenate([np.ones(len(data.X)), np.full(len(data.D), recipe.description_weight)])
-    return fit_logreg(X, y, len(data.labels), recipe.l2, w, recipe.iters)
+    W0 = None
+    if recipe.prior and len(data.D):
+        means = np.zeros((len(data.labels), data.D.shape[1]))
+        np.add.at(means, data.dy.astype(int), data.D)
+        W0 = recipe.prior * unit(means).T
+    return fit_logreg(X, y, len(data.labels), recipe.l2, w, recipe.iters, W0)
 
 
 def out_of_fold_logits(data: TrainingData, recipe: Recipe, seed: int = 1) -> np.ndarray:
@@ -239,7 +258,7 @@ def fit(data: TrainingData, recipe: Recipe = DEFAULT_RECIPE, meta: dict | None =
     With no labelled tickets (zero-shot), the descriptions play their part at weight 1."""
     if len(data.X) == 0:
         data = TrainingData(data.labels, data.D, data.dy, data.D[:0], data.dy[:0])
-        recipe = Recipe(recipe.l2, 1.0, recipe.iters, recipe.folds)
+        recipe = Recipe(recipe.l2, 1.0, recipe.iters, recipe.folds, recipe.prior)
     oof = out_of_fold_logits(data, recipe)
     temperature = fit_temperature(oof, data.y)
     W, b = _fit_weights(data, recipe)

@@ -71,6 +71,24 @@ def test_logistic_regression_separates_and_folds_are_stratified():
         assert sorted(np.bincount(data.y[f == j], minlength=3)) == [6, 6, 6]
 
 
+def test_a_prior_starts_from_and_shrinks_towards_the_mean_descriptions():
+    data = toy_data()
+    rng = np.random.default_rng(3)
+    D = data.X[:6] + 0.1 * rng.standard_normal((6, 16))
+    D /= np.linalg.norm(D, axis=1, keepdims=True)
+    data = dataclasses.replace(data, D=D, dy=data.y[:6])
+    assert Recipe().key() == Recipe(prior=0.0).key() and "prior=5" in Recipe(prior=5).key()
+    means = np.stack([D[data.dy == k].mean(axis=0) for k in range(3)])
+    W0 = 5 * (means / np.linalg.norm(means, axis=1, keepdims=True)).T
+    start, _ = fit(data, Recipe(prior=5, iters=0, folds=3))
+    np.testing.assert_allclose(start.W, W0, atol=1e-12)  # no step taken: the prior itself
+    plain, _ = fit(data, Recipe(folds=3))
+    strong, _ = fit(data, Recipe(prior=5, l2=10.0, folds=3))
+    loose, _ = fit(data, Recipe(prior=5, folds=3))
+    assert np.linalg.norm(strong.W - W0) < np.linalg.norm(loose.W - W0) < np.linalg.norm(plain.W - W0)
+    assert (loose.probabilities(data.X).argmax(axis=1) == data.y).mean() > 0.9
+
+
 def test_a_head_file_round_trips_and_a_changed_file_is_refused(tmp_path):
     head, _ = fit(toy_data(), Recipe(folds=3), {"model": {"weights": "w"}})
     path = tmp_path / "head.npz"
