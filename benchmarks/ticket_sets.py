@@ -279,6 +279,9 @@ CLINC150_MAPPING = {
 }
 
 
+MAPPINGS = {"banking77": BANKING77_MAPPING, "banking77-unseen": BANKING77_UNSEEN_MAPPING, "clinc150": CLINC150_MAPPING}
+
+
 def build_clinc150(json_path: str, out: Path, split: str = "val", mapping: dict[str, str] = CLINC150_MAPPING) -> int:
     """Writes the mapped rows of one CLINC150 split ("val" or "test"; the same in every data_*.json) as JSON Lines."""
     rows = json.loads(Path(json_path).read_text(encoding="utf-8"))[split]
@@ -354,7 +357,15 @@ if __name__ == "__main__":
         help="build --out from a CLINC150 data_*.json (clinc/oos-eval) with CLINC150_MAPPING instead",
     )
     p.add_argument("--split", default="val", choices=["val", "test"], help="the CLINC150 split (default val)")
+    p.add_argument(
+        "--print-label-map",
+        choices=sorted(MAPPINGS),
+        help="print the mapping as `python -m inference eval --label-map` takes it (the rest left out), and stop",
+    )
     args = p.parse_args()
+    if args.print_label_map:
+        print(",".join(f"{k}={v}" for k, v in MAPPINGS[args.print_label_map].items()) + ",*=-")
+        raise SystemExit(0)
     if args.clinc:
         print(build_clinc150(args.clinc, args.out, args.split), "rows written to", args.out)
     if args.demo:

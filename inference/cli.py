@@ -105,6 +105,11 @@ def _parser() -> argparse.ArgumentParser:
         "--group-column",
         help="also break accuracy down by this key or column of --set FILE (a queue, a public set's intent)",
     )
+    ev.add_argument(
+        "--label-map",
+        help="read the file's labels as the head's: 'Payments=billing,Login=account_access,Other=-' "
+        "(-: leave those tickets out) or a JSON file of {their label: head label or null}",
+    )
     ev.add_argument("--json", action="store_true", help="machine-readable output")
     ev.add_argument("--summaries", action="store_true", help="also the summary shares (greeting, quote, agreement)")
 
@@ -273,10 +278,12 @@ def _bench(settings, args) -> int:
 
 def _eval(settings, args) -> int:
     from inference.evaluate import evaluate, render
+    from inference.label_map import parse
     from inference.labelled_files import Columns
 
     columns = Columns.from_flags(args.label_column, args.body_column, args.subject_column, args.group_column)
-    report = evaluate(settings, args.set, summaries=args.summaries, columns=columns)
+    label_map = parse(args.label_map)
+    report = evaluate(settings, args.set, summaries=args.summaries, columns=columns, label_map=label_map)
     print(json.dumps(report, sort_keys=True) if args.json else render(report))
     return 0
 

@@ -23,6 +23,7 @@ softmax at a temperature fitted on the training tickets) on the same tickets.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,7 @@ from inference.category_fit import (
 from inference.config import Settings
 from inference.errors import ConfigError
 from inference.examples import DEV_SET, EVAL_SET, load_examples
+from inference.label_map import read as read_labels
 from inference.labelled_files import Columns
 
 SETS = {"eval": EVAL_SET, "dev": DEV_SET}
@@ -47,10 +49,16 @@ CV_FOLDS = 5
 
 
 def evaluate(
-    settings: Settings, which: str = "eval", encoder=None, summaries: bool = False, columns: Columns | None = None
+    settings: Settings,
+    which: str = "eval",
+    encoder=None,
+    summaries: bool = False,
+    columns: Columns | None = None,
+    label_map: dict[str, str | None] | None = None,
 ) -> dict:
     """`encoder`: injected by tests (a stand-in); default the real model from `settings`. `summaries`: also
-    the summary head's shares on the same tickets (`summary_shares`)."""
+    the summary head's shares on the same tickets (`summary_shares`). `label_map`: the file's labels read as the
+    head's (inference.label_map; None: left out)."""
     from inference.heads.category import (
         check_compatible,
         default_texts,
@@ -91,12 +99,9 @@ def evaluate(
     else:
         labels = src.labels
         excluded, keep = 0, list(range(len(examples)))
-    unknown = sorted({examples[k].label for k in keep} - set(labels))
-    if unknown:
-        raise ConfigError(
-            f"{path}: labels {', '.join(unknown)} are not labels of the category head ({', '.join(labels)})"
-        )
-    examples = [examples[k] for k in keep]
+    reading = read_labels([examples[k].label for k in keep], labels, label_map or {}, str(path))
+    keep = [k for k in keep if reading.to[examples[k].label] is not None]
+    examples = [replace(examples[k], label=reading.to[examples[k].label]) for k in keep]
     texts = [texts[k] for k in keep]
     digests = [digests[k] for k in keep]
     if not examples:
@@ -148,6 +153,7 @@ def evaluate(
             "temperature": round(float(temperature), 4),
             "uncertain_below": settings.uncertain_below,
             "glossed_share": _share(glossed),
+            "labels_read": reading.notes(),
         }
     )
     if summaries:
@@ -319,6 +325,7 @@ def render(report: dict) -> str:
     lines = [
         f"{report['tickets']} tickets from {report['set']}",
         f"head: {report['head']}; {report['protocol']}",
+        *_labels_read_lines(report.get("labels_read") or {}),
         f"accuracy: {report['accuracy']:.3f}"
         + (f"   (plain baseline, one description per label: {base['accuracy']:.3f})" if base else ""),
         f"expected calibration error: {report['expected_calibration_error']:.3f}"
@@ -371,6 +378,21 @@ def render(report: dict) -> str:
         for label, row in zip(labels, report["confusion"], strict=True)
     ]
     return "\n".join(lines)
+
+
+def _labels_read_lines(notes: dict) -> list[str]:
+    def listed(items: list[str], most: int = 12) -> str:
+        more = f", and {len(items) - most} more (--json lists them)" if len(items) > most else ""
+        return ", ".join(items[:most]) + more
+
+    lines = []
+    if notes.get("read_as"):
+        lines.append("labels read as: " + listed([f"{k} -> {v}" for k, v in notes["read_as"].items()]))
+    if notes.get("left_out"):
+        left = notes["left_out"]
+        shown = listed([f"{k} {n}" for k, n in left.items()])
+        lines.append(f"left out: {sum(left.values())} tickets whose label maps to none ({shown})")
+    return lines
 
 
 def _direction(mean_confidence: float | None, accuracy: float | None) -> str:

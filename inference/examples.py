@@ -62,7 +62,7 @@ def load_examples(path: str | Path, labels: set[str] | None = None, columns: Col
     for lineno, item in records(path, "labelled tickets file"):
         label, lang, ticket_id = item.get(label_key), item.get("lang"), item.get("id")
         if label in (None, "") or isinstance(label, (dict, list)):
-            raise ConfigError(f"{path}:{lineno}: expected a JSON object (or CSV row) with a label and a body")
+            raise ConfigError(f"{path}:{lineno}: {_no_label(item, label_key)}")
         example = Example(
             str(ticket_id) if ticket_id not in (None, "") else f"line-{lineno}",
             as_text(item.get(subject)) if subject else None,
@@ -74,9 +74,28 @@ def load_examples(path: str | Path, labels: set[str] | None = None, columns: Col
         if labels is not None and example.label not in labels:
             raise ConfigError(f"{path}:{lineno}: label {example.label!r} is not in the taxonomy")
         if not example.text:
+            if body_key not in item and not (subject and item.get(subject)):
+                raise ConfigError(f"{path}:{lineno}: {_missing(item, body_key, 'body')}")
             raise ConfigError(f"{path}:{lineno}: example {example.id} has no text")
         out.append(example)
     return out
+
+
+def _no_label(item: dict, label_key: str) -> str:
+    if label_key in item:
+        return f"the {label_key!r} field is empty or not a single value"
+    return _missing(item, label_key, "label")
+
+
+def _missing(item: dict, key: str, what: str) -> str:
+    """A record lacks a field: names its keys when they look like field names (never a value)."""
+    keys = [str(k) for k in item]
+    named = (
+        f"; its fields: {', '.join(keys)}"
+        if keys and len(keys) <= 20 and all(len(k) <= 40 and "\n" not in k for k in keys)
+        else f" (it has {len(keys)} fields)"
+    )
+    return f"no {key!r} field (name the {what}'s field with --{what}-column){named}"
 
 
 def _group(value) -> str:

@@ -140,3 +140,43 @@ def test_a_csv_export_fits_the_same_head_as_its_json_lines_twin(tmp_path, monkey
     assert main([*args, "--group-column", "Team", "--json"]) == 0
     groups = json.loads(capsys.readouterr().out)["per_group"]
     assert {k: (g["n"], g["accuracy"]) for k, g in groups.items()} == {"EU": (2, 1.0), "US": (1, 1.0)}
+
+
+@pytest.mark.slow
+def test_eval_reads_a_help_desks_own_labels_through_a_label_map(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("INFERENCE_DEVICE", "cpu")
+    monkeypatch.setenv("INFERENCE_CACHE_DIR", str(tmp_path / "cache"))
+    rows = [
+        ("I was billed twice this month, please refund the second charge.", "Billing Issue"),
+        ("My invoice shows the wrong amount for the annual plan.", "Billing Issue"),
+        ("I cannot log in, the password reset link has expired.", "Account Access"),
+        ("My parcel was due on Monday and tracking has not moved since.", "delivery"),
+        ("WIN A FREE CRUISE click here now", "spam"),
+        ("Buy cheap watches online", "spam"),
+    ]
+    f = tmp_path / "export.jsonl"
+    f.write_text("\n".join(json.dumps({"text": t, "queue": q}) for t, q in rows) + "\n", encoding="utf-8")
+    args = ["eval", "--set", str(f), "--body-column", "text", "--label-column", "queue"]
+
+    assert main(args) == 2  # nothing is guessed: the labels it cannot read are named, with the option
+    err = capsys.readouterr().err
+    assert "Billing Issue (2)" in err and "delivery (1)" in err and "spam (2)" in err and "--label-map" in err
+    assert "Account Access" not in err  # read as account_access by its spelling
+    assert not any(t[:20] in err for t, _ in rows)
+
+    assert main([*args, "--label-map", "Billing Issue=billing,delivery=shipping,spam=-", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tickets"] == 4
+    assert report["labels_read"] == {
+        "read_as": {"Account Access": "account_access", "Billing Issue": "billing", "delivery": "shipping"},
+        "left_out": {"spam": 2},
+    }
+    assert sum(m["n"] for m in report["per_label"].values()) == 4
+    assert report["per_label"]["billing"]["n"] == 2 and report["per_label"]["shipping"]["n"] == 1
+
+    mapping = tmp_path / "queues.json"
+    mapping.write_text(json.dumps({"Billing Issue": "billing", "delivery": "shipping", "spam": None}))
+    assert main([*args, "--label-map", str(mapping)]) == 0
+    shown = capsys.readouterr().out
+    assert "4 tickets from" in shown and "left out: 2 tickets whose label maps to none (spam 2)" in shown
+    assert "Billing Issue -> billing" in shown

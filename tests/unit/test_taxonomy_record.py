@@ -87,3 +87,20 @@ def test_build_clinc150_writes_only_the_mapped_intents_of_the_split(tmp_path):
     assert ts.build_clinc150(str(src), out, "test") == 1
     row = json.loads(out.read_text(encoding="utf-8"))
     assert (row["body"], row["label"], row["source_label"]) == ("where is my package", "shipping", "order_status")
+
+
+@pytest.mark.parametrize("name", ["banking77", "banking77-unseen", "clinc150"])
+def test_each_mapping_prints_as_an_eval_label_map(name):
+    import subprocess
+
+    from inference.label_map import parse
+
+    ts = _module("ticket_sets")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "ticket_sets.py"), "--print-label-map", name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert parse(done.stdout.strip()) == {**ts.MAPPINGS[name], "*": None}

@@ -1,0 +1,124 @@
+"""A labelled file's own labels read as the category head's (`python -m inference eval --label-map`).
+
+A help desk's history is labelled with its own queues ("Payments", "Login problems", "Other"), and a public
+set with its publisher's. To score the head on it, each label must be one of the head's or be left out:
+
+- a label that is one of the head's is kept;
+- `--label-map` names the others: "Payments=billing,Login problems=account_access,Other=-" (`-`: leave those
+  tickets out), or a JSON file {"Payments": "billing", "Other": null};
+- a label written differently but meaning the same ("Account Access", "BILLING", "feature-request") is read as
+  that head label without being named;
+- `*` names every other label at once ("*=-": leave out all the rest, as for a public set of which only some
+  intents have a place in the taxonomy); the output counts what was left out, label by label;
+- any other label is an error naming it, with the option to use: nothing is guessed or dropped silently.
+
+Labels are queue names, not ticket text, so messages show them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inference.errors import ConfigError
+
+LEAVE_OUT = "-"
+REST = "*"  # every label not otherwise read
+
+
+@dataclass
+class LabelReading:
+    """How each label of a file was read: `to` maps it to a head label or None (left out)."""
+
+    to: dict[str, str | None] = field(default_factory=dict)
+    named: set[str] = field(default_factory=set)  # read through --label-map (the rest: spelling only)
+    left_out: Counter = field(default_factory=Counter)  # label -> tickets left out
+
+    def notes(self) -> dict:
+        return {
+            "read_as": {k: v for k, v in sorted(self.to.items()) if v is not None and k != v},
+            "left_out": dict(sorted(self.left_out.items())),
+        }
+
+
+def parse(spec: str | None) -> dict[str, str | None]:
+    """--label-map: a JSON file of {their label: head label or null}, or "their=ours,other=-" inline."""
+    if not spec:
+        return {}
+    path = Path(spec)
+    if path.suffix.lower() == ".json" or ("=" not in spec and _is_file(path)):
+        if not path.is_file():
+            raise ConfigError(f"--label-map {spec}: no such file")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ConfigError(f"--label-map {spec}: not a JSON object of their label -> head label") from None
+        if not isinstance(data, dict) or not all(v is None or isinstance(v, str) for v in data.values()):
+            raise ConfigError(f"--label-map {spec}: not a JSON object of their label -> head label (or null)")
+        return {str(k).strip(): _target(v) for k, v in data.items()}
+    out: dict[str, str | None] = {}
+    for part in filter(str.strip, spec.split(",")):
+        theirs, eq, ours = part.rpartition("=")
+        if not eq or not theirs.strip() or not ours.strip():
+            raise ConfigError(
+                f"--label-map: {part.strip()!r} is not THEIR=OURS (e.g. 'Payments=billing,Other=-', or a JSON file)"
+            )
+        out[theirs.strip()] = _target(ours)
+    return out
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # e.g. a name too long to be a file: an inline map
+        return False
+
+
+def _target(value: str | None) -> str | None:
+    value = None if value is None else value.strip()
+    return None if value in (None, "", LEAVE_OUT) else value
+
+
+def _spelling(label: str) -> str:
+    return re.sub(r"[\s\-/.]+", "_", label.strip().casefold()).strip("_")
+
+
+def read(labels: list[str], head_labels: list[str], mapping: dict[str, str | None], source: str) -> LabelReading:
+    """How to read each of `labels` (one per ticket) as a head label; refuses what it cannot read."""
+    wrong = sorted(f"{k}={v}" for k, v in mapping.items() if v is not None and v not in head_labels)
+    if wrong:
+        raise ConfigError(
+            f"--label-map: {', '.join(wrong)}: not labels of the category head ({', '.join(head_labels)}; "
+            f"'{LEAVE_OUT}' leaves a label's tickets out)"
+        )
+    by_spelling: dict[str, list[str]] = {}
+    for label in head_labels:
+        by_spelling.setdefault(_spelling(label), []).append(label)
+    reading = LabelReading()
+    unknown: Counter = Counter()
+    for label, n in Counter(labels).items():
+        if label in mapping:
+            reading.to[label] = mapping[label]
+            reading.named.add(label)
+        elif label in head_labels:
+            reading.to[label] = label
+        elif len(by_spelling.get(_spelling(label), [])) == 1:
+            reading.to[label] = by_spelling[_spelling(label)][0]
+        elif REST in mapping:
+            reading.to[label] = mapping[REST]
+            reading.named.add(label)
+        else:
+            unknown[label] = n
+            continue
+        if reading.to[label] is None:
+            reading.left_out[label] = n
+    if unknown:
+        shown = ", ".join(f"{label} ({n})" for label, n in sorted(unknown.items()))
+        raise ConfigError(
+            f"{source}: labels {shown} are not labels of the category head ({', '.join(head_labels)}): name what "
+            f"each is with --label-map 'THEIR=OURS,...' ('{LEAVE_OUT}' leaves its tickets out)"
+        )
+    return reading

@@ -1,0 +1,72 @@
+"""`eval --label-map`: a file's own labels read as the head's, and nothing guessed or dropped silently."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inference.errors import ConfigError
+from inference.label_map import parse, read
+
+HEAD = ["billing", "account_access", "technical_issue", "feature_request", "shipping", "cancellation"]
+
+
+def test_inline_and_json_maps(tmp_path):
+    assert parse(None) == {} and parse("") == {}
+    assert parse("Payments=billing, Login problems=account_access,Other=-") == {
+        "Payments": "billing",
+        "Login problems": "account_access",
+        "Other": None,
+    }
+    assert parse("a=b=billing") == {"a=b": "billing"}  # their label may hold '='; ours never does
+    long = ",".join(f"intent_{k}=billing" for k in range(40))  # longer than a file name may be
+    assert len(parse(long)) == 40
+    path = tmp_path / "map.json"
+    path.write_text(json.dumps({"Payments": "billing", "Spam": None, "Other": "-"}), encoding="utf-8")
+    assert parse(str(path)) == {"Payments": "billing", "Spam": None, "Other": None}
+    for bad in ("Payments", "=billing", "Payments="):
+        with pytest.raises(ConfigError, match="THEIR=OURS"):
+            parse(bad)
+    with pytest.raises(ConfigError, match="no such file"):
+        parse(str(tmp_path / "missing.json"))
+    path.write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not a JSON object"):
+        parse(str(path))
+
+
+def test_labels_are_kept_mapped_respelled_or_left_out():
+    labels = ["billing", "Account Access", "FEATURE-REQUEST", "Payments", "Other", "Other", "shipping"]
+    reading = read(labels, HEAD, {"Payments": "billing", "Other": None}, "f.jsonl")
+    assert reading.to == {
+        "billing": "billing",
+        "Account Access": "account_access",
+        "FEATURE-REQUEST": "feature_request",
+        "Payments": "billing",
+        "Other": None,
+        "shipping": "shipping",
+    }
+    assert reading.named == {"Payments", "Other"}
+    assert reading.notes() == {
+        "read_as": {"Account Access": "account_access", "FEATURE-REQUEST": "feature_request", "Payments": "billing"},
+        "left_out": {"Other": 2},
+    }
+
+
+def test_an_unknown_label_or_target_is_refused_with_the_option_to_use():
+    with pytest.raises(ConfigError, match=r"labels Misc \(2\), Spam \(1\) are not labels .* --label-map") as refused:
+        read(["Misc", "Spam", "Misc", "billing"], HEAD, {}, "f.jsonl")
+    assert "f.jsonl" in str(refused.value)
+    with pytest.raises(ConfigError, match=r"Payments=payments: not labels of the category head"):
+        read(["Payments"], HEAD, {"Payments": "payments"}, "f.jsonl")
+    # a spelling that matches two head labels is not guessed
+    with pytest.raises(ConfigError, match="Bill ing"):
+        read(["Bill ing"], ["bill_ing", "bill-ing"], {}, "f.jsonl")
+
+
+def test_a_star_names_every_other_label():
+    labels = ["card_arrival", "card_arrival", "top_up_failed", "greeting", "billing"]
+    reading = read(labels, HEAD, parse("card_arrival=shipping,*=-"), "test.csv")
+    assert reading.to == {"card_arrival": "shipping", "top_up_failed": None, "greeting": None, "billing": "billing"}
+    assert reading.notes()["left_out"] == {"greeting": 1, "top_up_failed": 1}
+    assert read(["x", "y"], HEAD, {"*": "technical_issue"}, "f").to == {"x": "technical_issue", "y": "technical_issue"}
