@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inference.config import ConfigError
-from inference.labelled_files import Columns, as_text, records, require
+from inference.labelled_files import Columns, as_text, missing_field, records, require
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 FEWSHOT = DATA_DIR / "fewshot_examples.jsonl"
@@ -75,7 +75,7 @@ def load_examples(path: str | Path, labels: set[str] | None = None, columns: Col
             raise ConfigError(f"{path}:{lineno}: label {example.label!r} is not in the taxonomy")
         if not example.text:
             if body_key not in item and not (subject and item.get(subject)):
-                raise ConfigError(f"{path}:{lineno}: {_missing(item, body_key, 'body')}")
+                raise ConfigError(f"{path}:{lineno}: {missing_field(item, body_key, 'body')}")
             raise ConfigError(f"{path}:{lineno}: example {example.id} has no text")
         out.append(example)
     return out
@@ -84,18 +84,7 @@ def load_examples(path: str | Path, labels: set[str] | None = None, columns: Col
 def _no_label(item: dict, label_key: str) -> str:
     if label_key in item:
         return f"the {label_key!r} field is empty or not a single value"
-    return _missing(item, label_key, "label")
-
-
-def _missing(item: dict, key: str, what: str) -> str:
-    """A record lacks a field: names its keys when they look like field names (never a value)."""
-    keys = [str(k) for k in item]
-    named = (
-        f"; its fields: {', '.join(keys)}"
-        if keys and len(keys) <= 20 and all(len(k) <= 40 and "\n" not in k for k in keys)
-        else f" (it has {len(keys)} fields)"
-    )
-    return f"no {key!r} field (name the {what}'s field with --{what}-column){named}"
+    return missing_field(item, label_key, "label")
 
 
 def _group(value) -> str:

@@ -38,7 +38,7 @@ import numpy as np
 
 from inference.category_fit import DEFAULT_RECIPE, Recipe, TrainingData, fit, report, softmax, text_digest
 from inference.errors import ConfigError
-from inference.labelled_files import Columns, as_text, records
+from inference.labelled_files import Columns, as_text, missing_field, records
 
 log = logging.getLogger("inference")
 DEFAULT_OUT = Path("models") / "category_head.npz"
@@ -125,14 +125,22 @@ def read_file(path: Path, columns: Columns, limit: int | None = None) -> Iterabl
     passed over."""
     label_key, body_key, subject_key = columns.resolve(path)
     n = 0
+    first = None  # the first record: a file none of whose records has the field is refused, naming its fields
+    has_label = has_body = False
     for _lineno, item in records(path, "--from"):
+        first = item if first is None else first
+        has_label = has_label or label_key in item
         label = _label(item.get(label_key))
         if label is None:
             continue
+        has_body = has_body or body_key in item or bool(subject_key and item.get(subject_key))
         yield Row(as_text(item.get(subject_key)) if subject_key else None, as_text(item.get(body_key)), label)
         n += 1
         if limit and n >= limit:
             return
+    if first is not None and (not has_label or (n and not has_body)):
+        key, what = (label_key, "label") if not has_label else (body_key, "body")
+        raise ConfigError(f"{path}: {missing_field(first, key, what, every=True)}")
 
 
 def read_table(settings, args) -> Iterable[Row]:

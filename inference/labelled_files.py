@@ -91,6 +91,20 @@ def as_text(value) -> str | None:
     return None if value is None else str(value)
 
 
+def missing_field(item: dict, key: str, what: str, every: bool = False) -> str:
+    """A record (`every`: every record; `item` is the first) lacks a field: names the record's keys when they
+    look like field names (never a value)."""
+    keys = [str(k) for k in item]
+    whose = "the first one's" if every else "its"
+    named = (
+        f"; {whose} fields: {', '.join(keys)}"
+        if keys and len(keys) <= 20 and all(len(k) <= 40 and "\n" not in k for k in keys)
+        else f" ({whose} {len(keys)} fields are not shown)"
+    )
+    lacks = f"none of its records has a {key!r} field" if every else f"no {key!r} field"
+    return f"{lacks} (name the {what}'s field with --{what}-column){named}"
+
+
 def require(path: Path, wanted: dict[str, str | None]) -> None:
     """A CSV/TSV file must have each wanted column ({option: column}); JSON Lines are checked per line."""
     header = columns(path)

@@ -81,6 +81,29 @@ def test_a_missing_column_is_named_never_a_value(tmp_path):
     assert "Passwort" not in str(refused.value)
 
 
+def test_a_json_lines_file_without_the_fields_names_its_fields_never_a_value(tmp_path):
+    path = tmp_path / "export.jsonl"
+    rows = [{"text": "Mein Passwort geht nicht", "category": "logins"}, {"text": "Paket fehlt", "category": "post"}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    fields = r"fields: text, category"
+    with pytest.raises(ConfigError, match=rf"none of its records has a 'label' field .*--label-column.*{fields}") as e1:
+        list(read_file(path, Columns()))
+    with pytest.raises(ConfigError, match=rf"none of its records has a 'body' field .*--body-column.*{fields}") as e2:
+        list(read_file(path, Columns(label="category")))
+    with pytest.raises(ConfigError, match=rf"export.jsonl:1: no 'label' field .*--label-column.*{fields}") as e3:
+        load_examples(path)
+    with pytest.raises(ConfigError, match=rf"export.jsonl:1: no 'body' field .*--body-column.*{fields}") as e4:
+        load_examples(path, columns=Columns(label="category"))
+    assert not any("Passwort" in str(e.value) or "Paket" in str(e.value) for e in (e1, e2, e3, e4))
+    assert [r.label for r in read_file(path, Columns(label="category", body="text"))] == ["logins", "post"]
+    path.write_text(json.dumps({"label": "", "body": "x"}) + "\n", encoding="utf-8")
+    assert list(read_file(path, Columns())) == []  # a label field left empty: unlabelled, passed over
+    path.write_text(json.dumps({"Mein Passwort geht nicht, bitte helfen Sie mir sofort!!": "x"}) + "\n")
+    with pytest.raises(ConfigError, match=r"first one's 1 fields are not shown") as e5:
+        list(read_file(path, Columns()))
+    assert "Passwort" not in str(e5.value)
+
+
 @pytest.mark.parametrize(
     ("content", "error"),
     [
