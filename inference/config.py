@@ -330,7 +330,7 @@ class Settings:
     fewshot_file: str | None = env(
         "INFERENCE_FEWSHOT",
         None,
-        "files of labelled tickets the default category head is fitted on (JSON Lines, or CSV/TSV with a header; "
+        "files of labelled tickets the default category head is fitted on (JSON Lines or a JSON array, or CSV/TSV with a header; "
         "comma-separated paths); `none`: the taxonomy descriptions only",
         kind=str,
         shown="the bundled examples",

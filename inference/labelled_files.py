@@ -4,8 +4,9 @@ Used by `fit-categories --from FILE` and `eval --set FILE`. A file whose name en
 delimited text: a header row naming the columns, UTF-8 (with or without the byte-order mark Excel writes),
 fields quoted as RFC 4180 has them (a quoted field may span lines), the delimiter a comma, a semicolon (the
 export of a spreadsheet in a locale whose decimal mark is a comma) or a tab, told from the header line. Any
-other file is JSON Lines: one object per line. Either way each record is a mapping of column (or key) names to
-values; errors name the file, the line and the column, never a value (ticket text is personal data).
+other file is JSON Lines (one object per line) or one JSON array of objects, as many exports write it. Either
+way each record is a mapping of column (or key) names to values; errors name the file, the line and the
+column, never a value (ticket text is personal data).
 """
 
 from __future__ import annotations
@@ -151,6 +152,11 @@ def _csv_reason(exc: csv.Error) -> str:
 
 def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
     with path.open(encoding="utf-8-sig") as fh:
+        head = fh.read(4096).lstrip()
+        fh.seek(0)
+        if head.startswith("["):
+            yield from _json_array(path, fh.read())
+            return
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
@@ -161,3 +167,39 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
             if not isinstance(item, dict):
                 raise ConfigError(f"{path}:{lineno}: not a JSON object")
             yield lineno, item
+
+
+def _json_array(path: Path, text: str) -> Iterator[tuple[int, dict]]:
+    """A JSON file holding one array of objects (as many exports write it), read one object at a time; the
+    number given with each is its line in the file."""
+    decoder = json.JSONDecoder()
+    at = text.index("[") + 1
+    while True:
+        at = _skip(text, at)
+        if at < len(text) and text[at] == "]":
+            if _skip(text, at + 1) < len(text):
+                raise ConfigError(f"{path}:{_line(text, at)}: text after the array's end")
+            return
+        lineno = _line(text, at)
+        try:
+            item, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            raise ConfigError(f"{path}:{lineno}: not a JSON object (an array of objects is read one by one)") from None
+        if not isinstance(item, dict):
+            raise ConfigError(f"{path}:{lineno}: not a JSON object (an array of objects is read one by one)")
+        yield lineno, item
+        at = _skip(text, at)
+        if at < len(text) and text[at] == ",":
+            at += 1
+        elif at >= len(text) or text[at] != "]":
+            raise ConfigError(f"{path}:{_line(text, at)}: not valid JSON (a ',' or ']' expected)")
+
+
+def _line(text: str, at: int) -> int:
+    return text.count("\n", 0, at) + 1
+
+
+def _skip(text: str, at: int) -> int:
+    while at < len(text) and text[at] in " \t\r\n":
+        at += 1
+    return at

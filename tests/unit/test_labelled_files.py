@@ -244,3 +244,35 @@ def test_eval_breaks_accuracy_down_by_a_group_column(tmp_path):
     ) as refused:
         evaluate(settings, str(per_ticket), encoder=StandInEncoder(), columns=columns)
     assert not any(r["text"][:30] in str(refused.value) for r in test_rows)
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_json_array_export_reads_as_its_json_lines_twin(tmp_path, indent):
+    rows = [
+        {"id": "T-1", "subject": "Rechnung", "body": "Doppelt abgebucht, bitte erstatten", "queue": "payments"},
+        {"id": "T-2", "subject": None, "body": "Paket kam nie an", "queue": "deliveries"},
+        {"id": "T-3", "subject": "", "body": "Login geht nicht", "queue": ""},  # unlabelled: passed over
+    ]
+    lines, array = tmp_path / "h.jsonl", tmp_path / "h.json"
+    lines.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    array.write_text("\ufeff" + json.dumps(rows, indent=indent) + "\n", encoding="utf-8")  # with Excel's BOM
+    columns = Columns(label="queue")
+    assert list(read_file(array, columns)) == list(read_file(lines, columns))
+    assert len(list(read_file(array, columns))) == 2
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        ('[{"body": "secret a", "label": "x"}, "secret b"]', r"h.json:1: not a JSON object"),
+        ('[{"body": "secret a", "label": "x"}\n {"body": "secret b"}]', r"h.json:2: not valid JSON"),
+        ('[{"body": "secret a", "label": "x"}] trailing', r"h.json:1: text after the array's end"),
+        ('[{"body": "secret a", "label": "x"},\n {"body": "secret', r"h.json:2: not a JSON object"),
+    ],
+)
+def test_a_broken_json_array_names_the_line_never_a_value(tmp_path, content, error):
+    path = tmp_path / "h.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError, match=error) as refused:
+        list(read_file(path, Columns()))
+    assert "secret" not in str(refused.value)
