@@ -89,7 +89,7 @@ def test_build_clinc150_writes_only_the_mapped_intents_of_the_split(tmp_path):
     assert (row["body"], row["label"], row["source_label"]) == ("where is my package", "shipping", "order_status")
 
 
-@pytest.mark.parametrize("name", ["banking77", "banking77-unseen", "clinc150"])
+@pytest.mark.parametrize("name", ["banking77", "banking77-unseen", "clinc150", "clap"])
 def test_each_mapping_prints_as_an_eval_label_map(name):
     import subprocess
 
