@@ -100,8 +100,8 @@ def read(labels: list[str], head_labels: list[str], mapping: dict[str, str | Non
     reading = LabelReading()
     unknown: Counter = Counter()
     for label, n in Counter(labels).items():
-        if label in mapping:
-            reading.to[label] = mapping[label]
+        if label.strip() in mapping:  # keys are stripped when parsed; a value may carry a stray space
+            reading.to[label] = mapping[label.strip()]
             reading.named.add(label)
         elif label in head_labels:
             reading.to[label] = label

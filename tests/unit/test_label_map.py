@@ -36,7 +36,7 @@ def test_inline_and_json_maps(tmp_path):
 
 
 def test_labels_are_kept_mapped_respelled_or_left_out():
-    labels = ["billing", "Account Access", "FEATURE-REQUEST", "Payments", "Other", "Other", "shipping"]
+    labels = ["billing", "Account Access", "FEATURE-REQUEST", "Payments", "Other", "Other ", "shipping"]
     reading = read(labels, HEAD, {"Payments": "billing", "Other": None}, "f.jsonl")
     assert reading.to == {
         "billing": "billing",
@@ -44,12 +44,13 @@ def test_labels_are_kept_mapped_respelled_or_left_out():
         "FEATURE-REQUEST": "feature_request",
         "Payments": "billing",
         "Other": None,
+        "Other ": None,
         "shipping": "shipping",
     }
-    assert reading.named == {"Payments", "Other"}
+    assert reading.named == {"Payments", "Other", "Other "}
     assert reading.notes() == {
         "read_as": {"Account Access": "account_access", "FEATURE-REQUEST": "feature_request", "Payments": "billing"},
-        "left_out": {"Other": 2},
+        "left_out": {"Other": 1, "Other ": 1},
     }
 
 
