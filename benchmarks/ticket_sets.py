@@ -279,8 +279,8 @@ CLINC150_MAPPING = {
 }
 
 
-# CLAP (Scalabrino et al., app reviews labelled BUG, FEATURE, PERFORMANCE, SECURITY, ENERGY, USABILITY, OTHER; the
-# copy at kalthobiti-code/A-Unified-Evaluation-Protocol-App-Review-Classification, "01_Datasets/CLAP/3000
+# CLAP (a published benchmark of app reviews labelled BUG, FEATURE, PERFORMANCE, SECURITY, ENERGY, USABILITY,
+# OTHER; the copy at kalthobiti-code/A-Unified-Evaluation-Protocol-App-Review-Classification, "01_Datasets/CLAP/3000
 # review.csv", commit c621298b): a bug report is a technical issue and a wish for a feature a feature request;
 # the other five are judgement calls or no request at all. Fixed on 2026-12-05 before any of its rows was scored;
 # the file is read in place: `eval --set "3000 review.csv" --label-column category --body-column review
