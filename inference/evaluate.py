@@ -41,6 +41,7 @@ from inference.category_fit import (
 from inference.config import Settings
 from inference.errors import ConfigError
 from inference.examples import DEV_SET, EVAL_SET, load_examples
+from inference.label_map import describe as describe_labels_read
 from inference.label_map import read as read_labels
 from inference.labelled_files import Columns
 
@@ -325,7 +326,7 @@ def render(report: dict) -> str:
     lines = [
         f"{report['tickets']} tickets from {report['set']}",
         f"head: {report['head']}; {report['protocol']}",
-        *_labels_read_lines(report.get("labels_read") or {}),
+        *describe_labels_read(report.get("labels_read") or {}),
         f"accuracy: {report['accuracy']:.3f}"
         + (f"   (plain baseline, one description per label: {base['accuracy']:.3f})" if base else ""),
         f"expected calibration error: {report['expected_calibration_error']:.3f}"
@@ -378,21 +379,6 @@ def render(report: dict) -> str:
         for label, row in zip(labels, report["confusion"], strict=True)
     ]
     return "\n".join(lines)
-
-
-def _labels_read_lines(notes: dict) -> list[str]:
-    def listed(items: list[str], most: int = 12) -> str:
-        more = f", and {len(items) - most} more (--json lists them)" if len(items) > most else ""
-        return ", ".join(items[:most]) + more
-
-    lines = []
-    if notes.get("read_as"):
-        lines.append("labels read as: " + listed([f"{k} -> {v}" for k, v in notes["read_as"].items()]))
-    if notes.get("left_out"):
-        left = notes["left_out"]
-        shown = listed([f"{k} {n}" for k, n in left.items()])
-        lines.append(f"left out: {sum(left.values())} tickets whose label maps to none ({shown})")
-    return lines
 
 
 def _direction(mean_confidence: float | None, accuracy: float | None) -> str:

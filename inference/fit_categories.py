@@ -31,13 +31,16 @@ import json
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from inference.category_fit import DEFAULT_RECIPE, Recipe, TrainingData, fit, report, softmax, text_digest
 from inference.errors import ConfigError
+from inference.label_map import describe as describe_labels_read
+from inference.label_map import parse as parse_label_map
+from inference.label_map import relabel
 from inference.labelled_files import Columns, as_text, missing_field, records
 
 log = logging.getLogger("inference")
@@ -62,7 +65,10 @@ def add_parser(sub) -> None:
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
-        "--from", dest="from_file", type=Path, help="file of labelled tickets: JSON Lines, or CSV/TSV with a header"
+        "--from",
+        dest="from_file",
+        type=Path,
+        help="file of labelled tickets: JSON Lines or one JSON array of objects, or CSV/TSV with a header",
     )
     src.add_argument("--from-table", help="table of the tickets database (--db / TICKETS_DB_URL) with a label column")
     p.add_argument("--label-column", default="label", help="the label's key or column (default: label)")
@@ -77,6 +83,11 @@ def add_parser(sub) -> None:
         help="body column (or key) of --from-table (default: TICKETS_COL_BODY) or --from (default: body)",
     )
     p.add_argument("--limit", type=int, help="read at most this many labelled rows")
+    p.add_argument(
+        "--label-map",
+        help="merge, rename or leave out labels before fitting: 'Billing EU=billing,Billing US=billing,Spam=-' "
+        "(-: leave out; *: every label not named) or a JSON file of {label: new label or null}",
+    )
     p.add_argument(
         "--out", type=Path, help=f"where to write the head (default: INFERENCE_CATEGORY_HEAD or {DEFAULT_OUT})"
     )
@@ -101,6 +112,11 @@ def main(settings, args) -> int:
     else:
         rows = list(read_table(settings, args))
         source = {"table": args.from_table, "label_column": args.label_column}
+    reading = None
+    if args.label_map:
+        reading = relabel([r.label for r in rows], parse_label_map(args.label_map))
+        rows = [replace(r, label=reading.to[r.label]) for r in rows if reading.to[r.label] is not None]
+        source["label_map"] = reading.notes()
     from inference.engine.encoder import Encoder
 
     encoder = Encoder.from_settings(settings)
@@ -114,6 +130,8 @@ def main(settings, args) -> int:
         descriptions=args.descriptions == "auto",
         source=source,
     )
+    if reading is not None:
+        result.summary["labels_read"] = reading.notes()
     result.head.save(out)
     result.summary["written"] = str(out.resolve())
     print(json.dumps(result.summary, sort_keys=True) if args.json else render(result.summary))
@@ -291,6 +309,7 @@ def render(summary: dict) -> str:
         f" {summary.get('read_through_gloss', 0)} read through an English gloss)",
         f"held-out accuracy ({h['protocol']}): {h['accuracy']:.3f}; expected calibration error"
         f" {h['expected_calibration_error']:.3f} (temperature {summary['temperature']} fitted on these out-of-fold scores)",
+        *describe_labels_read(summary.get("labels_read") or {}),
     ]
     if summary["dropped_labels"]:
         lines.append(

@@ -12,6 +12,10 @@ set with its publisher's. To score the head on it, each label must be one of the
   intents have a place in the taxonomy); the output counts what was left out, label by label;
 - any other label is an error naming it, with the option to use: nothing is guessed or dropped silently.
 
+`fit-categories --label-map` takes the same map to merge, rename or leave out a history's queues before it fits
+a head ("Billing EU=billing,Billing US=billing,Spam=-"); there any label may be a target, and a label the map
+does not name is kept as it is.
+
 Labels are queue names, not ticket text, so messages show them.
 """
 
@@ -122,3 +126,34 @@ def read(labels: list[str], head_labels: list[str], mapping: dict[str, str | Non
             f"each is with --label-map 'THEIR=OURS,...' ('{LEAVE_OUT}' leaves its tickets out)"
         )
     return reading
+
+
+def relabel(labels: list[str], mapping: dict[str, str | None]) -> LabelReading:
+    """`fit-categories --label-map`: each label read through the map (None: left out); unnamed labels are kept."""
+    reading = LabelReading()
+    for label, n in Counter(labels).items():
+        key = label.strip()
+        target = mapping[key] if key in mapping else mapping[REST] if REST in mapping else label
+        reading.to[label] = target
+        if key in mapping or REST in mapping:
+            reading.named.add(label)
+        if target is None:
+            reading.left_out[label] = n
+    return reading
+
+
+def describe(notes: dict) -> list[str]:
+    """`LabelReading.notes()` as lines of a report (at most 12 labels a line)."""
+
+    def listed(items: list[str], most: int = 12) -> str:
+        more = f", and {len(items) - most} more (--json lists them)" if len(items) > most else ""
+        return ", ".join(items[:most]) + more
+
+    lines = []
+    if notes.get("read_as"):
+        lines.append("labels read as: " + listed([f"{k} -> {v}" for k, v in notes["read_as"].items()]))
+    if notes.get("left_out"):
+        left = notes["left_out"]
+        shown = listed([f"{k} {n}" for k, n in left.items()])
+        lines.append(f"left out: {sum(left.values())} tickets whose label maps to none ({shown})")
+    return lines

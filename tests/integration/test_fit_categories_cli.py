@@ -179,3 +179,32 @@ def test_eval_reads_a_help_desks_own_labels_through_a_label_map(tmp_path, monkey
     shown = capsys.readouterr().out
     assert "4 tickets from" in shown and "left out: 2 tickets whose label maps to none (spam 2)" in shown
     assert "Billing Issue -> billing" in shown
+
+
+@pytest.mark.slow
+def test_fit_categories_merges_and_leaves_out_queues_through_a_label_map(tmp_path, monkeypatch, capsys):
+    queues = {"payments EU": "payments", "payments US": "payments", "deliveries": "deliveries", "logins": "logins"}
+    rows = [
+        {"body": f"{QUEUES[ours][k % 3]}, order {1000 + 100 * i + k}.", "queue": theirs}
+        for i, (theirs, ours) in enumerate(queues.items())
+        for k in range(8)
+    ] + [{"body": f"Cheap watches, offer {k}", "queue": "spam"} for k in range(6)]
+    history = tmp_path / "history.json"  # one JSON array, as an export writes it
+    history.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    monkeypatch.setenv("INFERENCE_DEVICE", "cpu")
+    head = tmp_path / "head.npz"
+    args = ["fit-categories", "--from", str(history), "--label-column", "queue", "--out", str(head)]
+
+    assert main([*args, "--label-map", "payments EU=payments,payments US=payments,spam=-", "--json"]) == 0
+    fitted = json.loads(capsys.readouterr().out)
+    assert fitted["labels"] == ["deliveries", "logins", "payments"]  # merged, spam left out, the rest kept
+    assert fitted["labels_read"] == {
+        "read_as": {"payments EU": "payments", "payments US": "payments"},
+        "left_out": {"spam": 6},
+    }
+    assert fitted["tickets"] == 32 and fitted["held_out"]["per_label"]["payments"]["n"] == 16
+
+    assert main([*args, "--label-map", "payments EU=payments,*=-"]) == 2  # only one label left: refused
+    assert "need at least two labels" in capsys.readouterr().err
+    assert main([*args, "--label-map", str(tmp_path / "missing.json")]) == 2
+    assert "no such file" in capsys.readouterr().err

@@ -71,3 +71,22 @@ def test_a_star_names_every_other_label():
     assert reading.to == {"card_arrival": "shipping", "top_up_failed": None, "greeting": None, "billing": "billing"}
     assert reading.notes()["left_out"] == {"greeting": 1, "top_up_failed": 1}
     assert read(["x", "y"], HEAD, {"*": "technical_issue"}, "f").to == {"x": "technical_issue", "y": "technical_issue"}
+
+
+def test_fit_categories_relabels_any_label_and_keeps_the_unnamed():
+    from inference.label_map import relabel
+
+    labels = ["Billing EU", "Billing US", "Billing US", "Spam", "Logins", "Other "]
+    reading = relabel(labels, parse("Billing EU=billing,Billing US=billing,Spam=-,Other=misc"))
+    assert reading.to == {
+        "Billing EU": "billing",
+        "Billing US": "billing",
+        "Spam": None,
+        "Logins": "Logins",  # not named: kept as it is (a fitted head's labels are the help desk's own)
+        "Other ": "misc",
+    }
+    assert reading.notes() == {
+        "read_as": {"Billing EU": "billing", "Billing US": "billing", "Other ": "misc"},
+        "left_out": {"Spam": 1},
+    }
+    assert relabel(["a", "b"], parse("a=x,*=-")).to == {"a": "x", "b": None}
