@@ -43,7 +43,7 @@ from inference.errors import ConfigError
 from inference.examples import DEV_SET, EVAL_SET, load_examples
 from inference.label_map import describe as describe_labels_read
 from inference.label_map import read as read_labels
-from inference.labelled_files import Columns
+from inference.labelled_files import Columns, looks_per_ticket
 
 SETS = {"eval": EVAL_SET, "dev": DEV_SET}
 CV_FOLDS = 5
@@ -281,17 +281,13 @@ def _metrics(labels, truth, probs, flags, uncertain_below, langs, baseline, grou
     return out
 
 
-MAX_GROUPS = 500
-
-
 def _check_groups(column: str, groups: list) -> None:
     """A group column holds queues or intents, not a value per ticket (ticket text, ids): refused, by counts
     only, so that no ticket's text is printed as a group."""
-    distinct = len(set(groups))
-    if distinct > MAX_GROUPS or (distinct > 20 and distinct > len(groups) // 2):
+    if looks_per_ticket(groups):
         raise ConfigError(
-            f"--group-column {column!r} has {distinct} distinct values among {len(groups)} tickets: name a column "
-            "of queues, types or intents (a few values shared by many tickets)"
+            f"--group-column {column!r} has {len(set(groups))} distinct values among {len(groups)} tickets: name a "
+            "column of queues, types or intents (a few values shared by many tickets)"
         )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inference.config import ConfigError
+from inference.label_map import shown_label
 from inference.labelled_files import Columns, as_text, missing_field, records, require
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -72,7 +73,7 @@ def load_examples(path: str | Path, labels: set[str] | None = None, columns: Col
             _group(item.get(columns.group)) if columns.group else None,
         )
         if labels is not None and example.label not in labels:
-            raise ConfigError(f"{path}:{lineno}: label {example.label!r} is not in the taxonomy")
+            raise ConfigError(f"{path}:{lineno}: label {shown_label(example.label)!r} is not in the taxonomy")
         if not example.text:
             if body_key not in item and not (subject and item.get(subject)):
                 raise ConfigError(f"{path}:{lineno}: {missing_field(item, body_key, 'body')}")

@@ -40,8 +40,8 @@ from inference.category_fit import DEFAULT_RECIPE, Recipe, TrainingData, fit, re
 from inference.errors import ConfigError
 from inference.label_map import describe as describe_labels_read
 from inference.label_map import parse as parse_label_map
-from inference.label_map import relabel
-from inference.labelled_files import Columns, as_text, missing_field, records
+from inference.label_map import relabel, shown_label
+from inference.labelled_files import Columns, as_text, looks_per_ticket, missing_field, records
 
 log = logging.getLogger("inference")
 DEFAULT_OUT = Path("models") / "category_head.npz"
@@ -131,7 +131,7 @@ def main(settings, args) -> int:
         source=source,
     )
     if reading is not None:
-        result.summary["labels_read"] = reading.notes()
+        result.summary["labels_read"] = source["label_map"]
     result.head.save(out)
     result.summary["written"] = str(out.resolve())
     print(json.dumps(result.summary, sort_keys=True) if args.json else render(result.summary))
@@ -219,7 +219,10 @@ def _label(value) -> str | None:
     if not text:
         return None
     if len(text) > MAX_LABEL_CHARS:
-        raise ConfigError(f"label {text[:20]!r}... is longer than {MAX_LABEL_CHARS} characters (the category column)")
+        raise ConfigError(  # not shown: a label this long may be ticket text (the wrong --label-column)
+            f"a label of {len(text)} characters is longer than {MAX_LABEL_CHARS} (the category column): "
+            "is --label-column the column of labels?"
+        )
     return text
 
 
@@ -262,7 +265,12 @@ def fit_rows(
     if len(labels) < 2:
         raise ConfigError(
             f"need at least two labels with {min_per_label} or more distinct tickets each; found "
-            + (", ".join(f"{k}: {v}" for k, v in counts.most_common(10)) or "no labelled tickets")
+            + (
+                f"{len(counts)} distinct labels among {sum(counts.values())} tickets (not shown: is --label-column "
+                "the column of labels?)"
+                if looks_per_ticket(labels_of)
+                else ", ".join(f"{shown_label(k)}: {v}" for k, v in counts.most_common(10)) or "no labelled tickets"
+            )
         )
     keep = [k for k, label in enumerate(labels_of) if label not in dropped]
     texts = [texts[k] for k in keep]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inference.errors import ConfigError
+from inference.labelled_files import looks_per_ticket
 
 LEAVE_OUT = "-"
 REST = "*"  # every label not otherwise read
@@ -38,7 +39,6 @@ class LabelReading:
     """How each label of a file was read: `to` maps it to a head label or None (left out)."""
 
     to: dict[str, str | None] = field(default_factory=dict)
-    named: set[str] = field(default_factory=set)  # read through --label-map (the rest: spelling only)
     left_out: Counter = field(default_factory=Counter)  # label -> tickets left out
 
     def notes(self) -> dict:
@@ -106,26 +106,34 @@ def read(labels: list[str], head_labels: list[str], mapping: dict[str, str | Non
     for label, n in Counter(labels).items():
         if label.strip() in mapping:  # keys are stripped when parsed; a value may carry a stray space
             reading.to[label] = mapping[label.strip()]
-            reading.named.add(label)
         elif label in head_labels:
             reading.to[label] = label
         elif len(by_spelling.get(_spelling(label), [])) == 1:
             reading.to[label] = by_spelling[_spelling(label)][0]
         elif REST in mapping:
             reading.to[label] = mapping[REST]
-            reading.named.add(label)
         else:
             unknown[label] = n
             continue
         if reading.to[label] is None:
             reading.left_out[label] = n
+    if unknown and looks_per_ticket(list(unknown.elements())):  # the text or id column named as the labels
+        raise ConfigError(
+            f"{source}: {len(unknown)} distinct labels among {sum(unknown.values())} tickets are not labels of the "
+            "category head: is --label-column the column of labels? (its values are not shown: they may be text)"
+        )
     if unknown:
-        shown = ", ".join(f"{label} ({n})" for label, n in sorted(unknown.items()))
+        shown = ", ".join(f"{shown_label(label)} ({n})" for label, n in sorted(unknown.items()))
         raise ConfigError(
             f"{source}: labels {shown} are not labels of the category head ({', '.join(head_labels)}): name what "
             f"each is with --label-map 'THEIR=OURS,...' ('{LEAVE_OUT}' leaves its tickets out)"
         )
     return reading
+
+
+def shown_label(label: str) -> str:
+    """A label as an error may show it: queue names are short; a long one may be ticket text, so only its size."""
+    return label if len(label) <= 40 and "\n" not in label else f"<a label of {len(label)} characters, not shown>"
 
 
 def relabel(labels: list[str], mapping: dict[str, str | None]) -> LabelReading:
@@ -135,8 +143,6 @@ def relabel(labels: list[str], mapping: dict[str, str | None]) -> LabelReading:
         key = label.strip()
         target = mapping[key] if key in mapping else mapping[REST] if REST in mapping else label
         reading.to[label] = target
-        if key in mapping or REST in mapping:
-            reading.named.add(label)
         if target is None:
             reading.left_out[label] = n
     return reading

@@ -92,6 +92,16 @@ def as_text(value) -> str | None:
     return None if value is None else str(value)
 
 
+MAX_SHARED_VALUES = 500
+
+
+def looks_per_ticket(values: list) -> bool:
+    """A column of labels, queues or intents has a few values shared by many tickets; one with a value per ticket
+    (ticket text or ids, named by mistake) must be refused by counts only, never by showing its values."""
+    distinct = len(set(values))
+    return distinct > MAX_SHARED_VALUES or (distinct > 20 and distinct > len(values) // 2)
+
+
 def missing_field(item: dict, key: str, what: str, every: bool = False) -> str:
     """A record (`every`: every record; `item` is the first) lacks a field: names the record's keys when they
     look like field names (never a value)."""

@@ -47,7 +47,6 @@ def test_labels_are_kept_mapped_respelled_or_left_out():
         "Other ": None,
         "shipping": "shipping",
     }
-    assert reading.named == {"Payments", "Other", "Other "}
     assert reading.notes() == {
         "read_as": {"Account Access": "account_access", "FEATURE-REQUEST": "feature_request", "Payments": "billing"},
         "left_out": {"Other": 1, "Other ": 1},
@@ -90,3 +89,14 @@ def test_fit_categories_relabels_any_label_and_keeps_the_unnamed():
         "left_out": {"Spam": 1},
     }
     assert relabel(["a", "b"], parse("a=x,*=-")).to == {"a": "x", "b": None}
+
+
+def test_a_column_of_ticket_text_named_as_the_labels_is_refused_without_showing_it():
+    texts = [f"My parcel number {k} never arrived and nobody answers my mails" for k in range(30)]
+    with pytest.raises(ConfigError, match=r"30 distinct labels among 30 tickets .*--label-column") as refused:
+        read(texts, HEAD, {}, "f.jsonl")
+    assert "parcel" not in str(refused.value)
+    long = "Hello, I was charged twice this month and would like a refund please"  # few, but long: not shown
+    with pytest.raises(ConfigError, match=r"<a label of \d+ characters, not shown> \(1\), Misc \(1\)") as refused:
+        read([long, "Misc", "billing"], HEAD, {}, "f.jsonl")
+    assert "charged" not in str(refused.value)

@@ -276,3 +276,25 @@ def test_a_broken_json_array_names_the_line_never_a_value(tmp_path, content, err
     with pytest.raises(ConfigError, match=error) as refused:
         list(read_file(path, Columns()))
     assert "secret" not in str(refused.value)
+
+
+def test_fit_categories_never_shows_a_text_column_named_as_the_labels(tmp_path):
+    from inference.config import Settings
+    from inference.engine.standin import StandInEncoder
+    from inference.fit_categories import Row, fit_rows
+
+    texts = [f"Mein Paket {k} ist nie angekommen, bitte helfen" for k in range(30)]
+    rows = [Row(None, t, t) for t in texts]  # --label-column named the body's column
+    with pytest.raises(ConfigError, match=r"30 distinct labels among 30 tickets \(not shown") as refused:
+        fit_rows(Settings(device="cpu", cache_dir=""), StandInEncoder(), rows)
+    assert "Paket" not in str(refused.value)
+    few = [Row(None, f"ticket {k}", "payments") for k in range(6)] + [Row(None, "x", "logins")]
+    with pytest.raises(ConfigError, match=r"found payments: 6, logins: 1"):  # queue names are shown
+        fit_rows(Settings(device="cpu", cache_dir=""), StandInEncoder(), few)
+
+    path = tmp_path / "h.jsonl"
+    label = "Mein Paket ist nie angekommen, bitte helfen Sie mir sofort, ich warte seit Wochen"
+    path.write_text(json.dumps({"body": "x", "label": label}))
+    with pytest.raises(ConfigError, match=rf"a label of {len(label)} characters is longer than 64") as refused:
+        list(read_file(path, Columns()))
+    assert "Paket" not in str(refused.value)
