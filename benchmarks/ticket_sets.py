@@ -310,8 +310,8 @@ def build_clinc150(json_path: str, out: Path, split: str = "val", mapping: dict[
     return n
 
 
-def build_banking77(csv_path: str, out: Path = BANKING77, mapping: dict[str, str] = BANKING77_MAPPING) -> int:
-    """Writes the mapped BANKING77 rows as JSON Lines (outside the repository)."""
+def _write_mapped_csv(csv_path: str, out: Path, mapping: dict[str, str], row_of) -> int:
+    """Writes `row_of(n, csv_row, label)` as JSON Lines for every row whose `category` the mapping names."""
     import csv
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -321,20 +321,41 @@ def build_banking77(csv_path: str, out: Path = BANKING77, mapping: dict[str, str
             label = mapping.get(row["category"])
             if label:
                 n += 1
-                w.write(
-                    json.dumps(
-                        {
-                            "id": f"b77-{n:04d}",
-                            "subject": "",
-                            "body": row["text"].strip(),
-                            "label": label,
-                            "source_label": row["category"],
-                            "lang": "en",
-                        }
-                    )
-                    + "\n"
-                )
+                w.write(json.dumps(row_of(n, row, label)) + "\n")
     return n
+
+
+def build_clap(csv_path: str, out: Path, mapping: dict[str, str] = CLAP_MAPPING) -> int:
+    """Writes the mapped CLAP reviews as JSON Lines (for benchmarks that take JSON Lines sets, such as
+    recipe_sweep.py; `eval` scores the same rows in place, above)."""
+    return _write_mapped_csv(
+        csv_path,
+        out,
+        mapping,
+        lambda n, row, label: {
+            "id": f"clap-{n:04d}",
+            "body": row["review"],
+            "label": label,
+            "source_label": row["category"],
+        },
+    )
+
+
+def build_banking77(csv_path: str, out: Path = BANKING77, mapping: dict[str, str] = BANKING77_MAPPING) -> int:
+    """Writes the mapped BANKING77 rows as JSON Lines (outside the repository)."""
+    return _write_mapped_csv(
+        csv_path,
+        out,
+        mapping,
+        lambda n, row, label: {
+            "id": f"b77-{n:04d}",
+            "subject": "",
+            "body": row["text"].strip(),
+            "label": label,
+            "source_label": row["category"],
+            "lang": "en",
+        },
+    )
 
 
 def write_demo(out: Path) -> int:
@@ -369,6 +390,7 @@ if __name__ == "__main__":
         metavar="JSON",
         help="build --out from a CLINC150 data_*.json (clinc/oos-eval) with CLINC150_MAPPING instead",
     )
+    p.add_argument("--clap", metavar="CSV", help="build --out from CLAP's '3000 review.csv' with CLAP_MAPPING instead")
     p.add_argument("--split", default="val", choices=["val", "test"], help="the CLINC150 split (default val)")
     p.add_argument(
         "--print-label-map",
@@ -381,6 +403,8 @@ if __name__ == "__main__":
         raise SystemExit(0)
     if args.clinc:
         print(build_clinc150(args.clinc, args.out, args.split), "rows written to", args.out)
+    if args.clap:
+        print(build_clap(args.clap, args.out), "rows written to", args.out)
     if args.demo:
         print(write_demo(args.demo), "rows written to", args.demo)
     if args.csv:

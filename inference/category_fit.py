@@ -1,13 +1,19 @@
 """A linear category head on the encoder's embeddings: fitting, calibration, cross-validation, storage.
 
 numpy only (no scikit-learn). The recipe is the one chosen in benchmarks/tune_categories.py (`r_logreg`,
-DEFAULT_RECIPE "logreg l2=0.003 descx12"; BENCHMARKS.md):
+"logreg l2=0.003 descx12"), with the anchor chosen in benchmarks/recipe_sweep.py (BENCHMARKS.md):
 
 - multinomial logistic regression on unit embeddings, trained on labelled tickets at weight 1 plus each
   label's taxonomy descriptions at weight 12, an L2 penalty `l2 * ||W||^2 / 2` on the weighted mean loss
   (bias unpenalised), Nesterov-accelerated gradient descent, 400 steps of 1/Lipschitz: deterministic;
+- an anchor (`Recipe.anchor`, 0.25): the plain baseline's logits (cosine to each label's first description)
+  are added to the regression's, weighted so that the head is the product of the two calibrated models'
+  probabilities with the baseline's raised to 0.25 (`anchor_weight`). Where both agree nothing changes;
+  where a ticket unlike the training tickets leaves the regression unsure, the descriptions have a say. Only
+  when every label has a description (the default head; `fit-categories` on taxonomy labels);
 - a temperature fitted by maximum likelihood on 5-fold out-of-fold logits of the labelled tickets (each
-  fold scored by a head fitted without it), so the confidence is calibrated on tickets the head has not seen.
+  fold scored by a head fitted without it, anchor included), so the confidence is calibrated on tickets the
+  head has not seen.
 
 `Recipe.prior` (0 by default) starts the regression from, and shrinks it towards, the labels' mean descriptions;
 measured with benchmarks/recipe_sweep.py and not adopted (BENCHMARKS.md, "A head that starts from the
@@ -41,10 +47,11 @@ class Recipe:
     iters: int = 400
     folds: int = 5
     prior: float = 0.0  # > 0: start from, and shrink towards, `prior` x each label's mean description
+    anchor: float = 0.25  # > 0: the plain baseline's cosine logits added at this weight (`anchor_weight`)
 
     def key(self) -> str:
         key = f"logreg-l2={self.l2}-desc={self.description_weight}-iters={self.iters}-folds={self.folds}"
-        return key + (f"-prior={self.prior}" if self.prior else "")
+        return key + (f"-prior={self.prior}" if self.prior else "") + (f"-anchor={self.anchor}" if self.anchor else "")
 
 
 DEFAULT_RECIPE = Recipe()
@@ -253,15 +260,41 @@ def out_of_fold_logits(data: TrainingData, recipe: Recipe, seed: int = 1) -> np.
     return oof
 
 
+def first_descriptions(data: TrainingData) -> np.ndarray | None:
+    """Each label's first description [K, dim] (the plain baseline's), or None when a label has none."""
+    dy = np.asarray(data.dy, dtype=int)
+    firsts = [np.flatnonzero(dy == k) for k in range(len(data.labels))]
+    if not len(data.D) or any(not len(f) for f in firsts):
+        return None
+    return unit(np.asarray(data.D, dtype=np.float64)[[int(f[0]) for f in firsts]])
+
+
+def anchor_weight(data: TrainingData, oof: np.ndarray, recipe: Recipe, D1: np.ndarray) -> float:
+    """How much of the plain baseline's cosine logits `X @ D1.T` the head's logits get: `recipe.anchor` on the
+    scale of the two calibrated models (the head's out-of-fold temperature over the baseline's own, both fitted
+    on the training tickets), so that the sum is the head's calibrated log-probabilities plus `anchor` times the
+    baseline's, a product of the two models' probabilities."""
+    return recipe.anchor * fit_temperature(oof, data.y) / fit_temperature(data.X @ D1.T, data.y)
+
+
 def fit(data: TrainingData, recipe: Recipe = DEFAULT_RECIPE, meta: dict | None = None) -> tuple[LinearHead, np.ndarray]:
     """The head on all the data, its temperature from out-of-fold logits; returns (head, those logits).
-    With no labelled tickets (zero-shot), the descriptions play their part at weight 1."""
+    With no labelled tickets (zero-shot), the descriptions play their part at weight 1 (and no anchor: the
+    descriptions are the training data then). `recipe.anchor` > 0 and a description for every label: the
+    plain baseline's cosine logits are added to the head's (`anchor_weight`), before the temperature is fitted
+    on the out-of-fold logits, so the head stays one linear map with one temperature."""
     if len(data.X) == 0:
         data = TrainingData(data.labels, data.D, data.dy, data.D[:0], data.dy[:0])
         recipe = Recipe(recipe.l2, 1.0, recipe.iters, recipe.folds, recipe.prior)
     oof = out_of_fold_logits(data, recipe)
+    D1 = first_descriptions(data) if recipe.anchor else None
+    kappa = anchor_weight(data, oof, recipe, D1) if D1 is not None else 0.0
+    if kappa:
+        oof = oof + kappa * (np.asarray(data.X, dtype=np.float64) @ D1.T)
     temperature = fit_temperature(oof, data.y)
     W, b = _fit_weights(data, recipe)
+    if kappa:
+        W = W + kappa * D1.T
     sums = np.zeros((len(data.labels), data.X.shape[1]))
     np.add.at(sums, data.y, data.X)
     if len(data.D):
@@ -269,6 +302,7 @@ def fit(data: TrainingData, recipe: Recipe = DEFAULT_RECIPE, meta: dict | None =
     head = LinearHead(list(data.labels), W, b, temperature, unit(sums), dict(meta or {}))
     head.meta.setdefault("recipe", asdict(recipe))
     head.meta.setdefault("training_tickets", int(len(data.X)))
+    head.meta["anchor_weight"] = float(kappa)
     head.meta["training_digests"] = list(data.digests)
     return head, oof
 

@@ -10,6 +10,8 @@ tickets database (id/subject/body columns as TICKETS_COL_*, or --subject-column 
 Labels can be anything the agents used (queues, types): the head's labels are the distinct values with at
 least --min-per-label tickets (default 5; fewer are dropped and listed); they replace the taxonomy. Labels that
 are also taxonomy labels get that label's descriptions as extra training rows (`--descriptions auto`).
+When every label is a taxonomy label, the head is also anchored to their first descriptions, as the default
+head is (`Recipe.anchor`, inference.category_fit); labels of your own, or `--descriptions none`, fit no anchor.
 
 Tickets are read as the pipeline reads them (input policy, mail tail cut off) and embedded by the
 configured model (INFERENCE_MODEL, INFERENCE_DEVICE, ...); exact duplicate texts count once (majority

@@ -2,8 +2,9 @@
 
 Default (INFERENCE_CATEGORY_HEAD unset): fitted at task start from the bundled files, as chosen in
 benchmarks/tune_categories.py (BENCHMARKS.md): logistic regression on the bundled examples + development
-tickets (INFERENCE_FEWSHOT) at weight 1 and the taxonomy's descriptions at weight 12, temperature fitted on
-out-of-fold logits (`inference.category_fit`). The fit is deterministic and cached in INFERENCE_CACHE_DIR,
+tickets (INFERENCE_FEWSHOT) at weight 1 and the taxonomy's descriptions at weight 12, anchored to the plain
+baseline (cosine to each label's first description, `Recipe.anchor`), temperature fitted on out-of-fold
+logits (`inference.category_fit`). The fit is deterministic and cached in INFERENCE_CACHE_DIR,
 keyed on what it is computed from (weights, taxonomy, examples, recipe, encoder), so a task start costs a
 file read, not re-embedding the examples.
 

@@ -22,8 +22,8 @@ from inference.evaluate import evaluate
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_EVAL = Path(os.environ.get("INFERENCE_SHARED_EVAL", ROOT.parent / "shared" / "eval"))
 
-# measured (BENCHMARKS.md, "Category accuracy"): eval 0.952 / ECE 0.022 / confident 0.982 / non-English 1.000;
-# dev (CV) 0.908 / 0.034 / 0.965 / non-English 0.882; bitext 0.922 / 0.024 / 0.979
+# measured (BENCHMARKS.md, "Category accuracy"): eval 0.949 / ECE 0.027 / confident 0.986 / non-English 1.000;
+# dev (CV) 0.908 / 0.045 / 0.953 / non-English 0.882; bitext 0.928 / 0.024 / 0.983
 FLOORS = {
     "eval": {"accuracy": 0.94, "ece": 0.04, "confident": 0.97, "non_english": 0.9},
     "dev": {"accuracy": 0.89, "ece": 0.05, "confident": 0.95, "non_english": 0.8},
@@ -72,7 +72,7 @@ def test_summaries_carry_the_request_on_the_held_out_set_and_on_mail_threads(mod
     report = evaluate(settings, "eval", encoder=model.encoder, summaries=True)
     shares = report["summaries"]
     assert shares["greeting_first"] == 0.0 and shares["only_filler"] == 0.0 and shares["quoted_first"] == 0.0
-    assert shares["category_agreement"] >= 0.95, shares  # measured 0.992
+    assert shares["category_agreement"] >= 0.95, shares  # measured 0.989
 
     from inference.examples import EVAL_SET, load_examples
     from inference.predictor import build_predictor

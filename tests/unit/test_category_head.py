@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from inference.category_fit import LinearHead, Recipe, TrainingData, fit, fit_logreg, folds
+from inference.category_fit import LinearHead, Recipe, TrainingData, fit, fit_logreg, fit_temperature, folds
 from inference.config import Settings
 from inference.engine.standin import StandInEncoder
 from inference.errors import ConfigError
@@ -80,13 +80,48 @@ def test_a_prior_starts_from_and_shrinks_towards_the_mean_descriptions():
     assert Recipe().key() == Recipe(prior=0.0).key() and "prior=5" in Recipe(prior=5).key()
     means = np.stack([D[data.dy == k].mean(axis=0) for k in range(3)])
     W0 = 5 * (means / np.linalg.norm(means, axis=1, keepdims=True)).T
-    start, _ = fit(data, Recipe(prior=5, iters=0, folds=3))
+    start, _ = fit(data, Recipe(prior=5, iters=0, folds=3, anchor=0))
     np.testing.assert_allclose(start.W, W0, atol=1e-12)  # no step taken: the prior itself
-    plain, _ = fit(data, Recipe(folds=3))
-    strong, _ = fit(data, Recipe(prior=5, l2=10.0, folds=3))
-    loose, _ = fit(data, Recipe(prior=5, folds=3))
+    plain, _ = fit(data, Recipe(folds=3, anchor=0))
+    strong, _ = fit(data, Recipe(prior=5, l2=10.0, folds=3, anchor=0))
+    loose, _ = fit(data, Recipe(prior=5, folds=3, anchor=0))
     assert np.linalg.norm(strong.W - W0) < np.linalg.norm(loose.W - W0) < np.linalg.norm(plain.W - W0)
     assert (loose.probabilities(data.X).argmax(axis=1) == data.y).mean() > 0.9
+
+
+def with_descriptions(data: TrainingData, seed: int = 3) -> TrainingData:
+    rng = np.random.default_rng(seed)
+    D = data.X[:6] + 0.3 * rng.standard_normal((6, data.X.shape[1]))
+    D /= np.linalg.norm(D, axis=1, keepdims=True)
+    return dataclasses.replace(data, D=D, dy=data.y[:6])
+
+
+def test_the_anchor_adds_the_plain_baselines_cosine_logits_at_the_two_models_scale():
+    data = with_descriptions(toy_data())
+    assert "anchor=0.25" in Recipe().key() and "anchor" not in Recipe(anchor=0).key()
+    plain, plain_oof = fit(data, Recipe(folds=3, anchor=0))
+    anchored, oof = fit(data, Recipe(folds=3, anchor=0.5))
+    D1 = data.D[:3]  # each label's first description (dy = 0, 1, 2, 0, 1, 2)
+    cosines = data.X @ D1.T
+    kappa = 0.5 * fit_temperature(plain_oof, data.y) / fit_temperature(cosines, data.y)
+    assert plain.meta["anchor_weight"] == 0 and anchored.meta["anchor_weight"] == pytest.approx(kappa)
+    assert kappa > 0
+    np.testing.assert_allclose(anchored.W, plain.W + kappa * D1.T, atol=1e-12)  # still one linear map
+    np.testing.assert_allclose(anchored.b, plain.b)
+    np.testing.assert_allclose(oof, plain_oof + kappa * cosines, atol=1e-12)  # what the temperature is fitted on
+    assert anchored.temperature == fit_temperature(oof, data.y)
+    np.testing.assert_allclose(anchored.logits(data.X), plain.logits(data.X) + kappa * cosines, atol=1e-9)
+
+
+def test_no_anchor_without_a_description_for_every_label_or_without_tickets():
+    data = with_descriptions(toy_data())
+    partial = dataclasses.replace(data, D=data.D[:2], dy=data.dy[:2])  # label "c" has no description
+    head, _ = fit(partial, Recipe(folds=3, anchor=0.5))
+    plain, _ = fit(partial, Recipe(folds=3, anchor=0))
+    assert head.meta["anchor_weight"] == 0 and head.fingerprint() == plain.fingerprint()
+    zero_shot = dataclasses.replace(data, X=data.X[:0], y=data.y[:0], digests=[])
+    head, _ = fit(zero_shot, Recipe(folds=3, anchor=0.5))
+    assert head.meta["anchor_weight"] == 0
 
 
 def test_a_head_file_round_trips_and_a_changed_file_is_refused(tmp_path):

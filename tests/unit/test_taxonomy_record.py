@@ -89,6 +89,22 @@ def test_build_clinc150_writes_only_the_mapped_intents_of_the_split(tmp_path):
     assert (row["body"], row["label"], row["source_label"]) == ("where is my package", "shipping", "order_status")
 
 
+def test_build_clap_writes_only_bug_reports_and_feature_requests(tmp_path):
+    ts = _module("ticket_sets")
+    src = tmp_path / "3000 review.csv"
+    src.write_text(
+        'review,category\n"crashes on start, fix it",BUG\nplease add dark mode,FEATURE\nlove it,OTHER\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.jsonl"
+    assert ts.build_clap(str(src), out) == 2
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(r["body"], r["label"], r["source_label"]) for r in rows] == [
+        ("crashes on start, fix it", "technical_issue", "BUG"),
+        ("please add dark mode", "feature_request", "FEATURE"),
+    ]
+
+
 @pytest.mark.parametrize("name", ["banking77", "banking77-unseen", "clinc150", "clap"])
 def test_each_mapping_prints_as_an_eval_label_map(name):
     import subprocess
