@@ -9,7 +9,8 @@ Each `--recipe` is a list of Recipe fields (inference/category_fit.py) changed f
 each label's mean description (the zero-shot direction), instead of zero; `anchor` (0.25 by default, 0: none)
 adds the plain baseline's cosine logits, a product of the two models' probabilities.
 
-The anchor was chosen with:
+The anchor cannot be fitted on the bundled training tickets (`--fit-anchor` shows that their out-of-fold
+likelihood is best without one); it was chosen with:
 
     .venv/bin/python benchmarks/recipe_sweep.py --set dev --set ../shared/eval/real_bitext.jsonl \
         --set /tmp/banking77/train_mapped.jsonl --set /tmp/demo_labelled.jsonl \
@@ -47,12 +48,57 @@ def parse_recipe(text: str):
     return replace(DEFAULT_RECIPE, **changes)
 
 
+def fitted_anchor(settings, encoder) -> dict:
+    """The anchor the training tickets themselves would choose: (anchor, temperature) by maximum likelihood over a
+    grid, on the out-of-fold logits of the head without an anchor plus `anchor` times the plain baseline's
+    calibrated cosine logits, the way `fit` combines them."""
+    import numpy as np
+
+    from inference.category_fit import (
+        DEFAULT_RECIPE,
+        first_descriptions,
+        fit_temperature,
+        log_softmax,
+        out_of_fold_logits,
+    )
+    from inference.heads.category import default_training
+
+    data = default_training(settings, encoder)
+    recipe = replace(DEFAULT_RECIPE, anchor=0.0)
+    oof = out_of_fold_logits(data, recipe)
+    cosines = data.X @ first_descriptions(data).T
+    head_t, base_t = fit_temperature(oof, data.y), fit_temperature(cosines, data.y)
+    rows = np.arange(len(data.y))
+
+    def nll(anchor: float, t: float) -> float:
+        return float(-log_softmax((oof / head_t + anchor * cosines / base_t) / t)[rows, data.y].mean())
+
+    grid = [(nll(a, t), a, t) for a in np.linspace(0, 2, 41) for t in np.geomspace(0.3, 3, 61)]
+    best, anchor, t = min(grid)
+    return {
+        "tickets": int(len(data.y)),
+        "head_temperature": head_t,
+        "baseline_temperature": base_t,
+        "anchor": float(anchor),
+        "temperature": float(t),
+        "nll": best,
+        "nll_without_anchor": nll(0.0, 1.0),
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--set", action="append", required=True, help="a set as `python -m inference eval --set` takes it")
-    p.add_argument("--recipe", action="append", required=True, help="fields changed from DEFAULT_RECIPE, e.g. prior=10")
+    p.add_argument("--set", action="append", help="a set as `python -m inference eval --set` takes it")
+    p.add_argument("--recipe", action="append", help="fields changed from DEFAULT_RECIPE, e.g. prior=10")
+    p.add_argument(
+        "--fit-anchor",
+        action="store_true",
+        help="print the anchor the bundled training tickets choose by likelihood (out of fold), and stop",
+    )
     p.add_argument("--json", type=Path, help="write every report here")
     args = p.parse_args()
+    if not args.fit_anchor and not (args.set and args.recipe):
+        p.error("--set and --recipe are required (or --fit-anchor)")
 
     from taxonomy_variants import summary_line
 
@@ -63,6 +109,9 @@ def main() -> None:
 
     settings = settings_from_env()
     encoder = Encoder.from_settings(settings)
+    if args.fit_anchor:
+        print(json.dumps(fitted_anchor(settings, encoder), indent=1))
+        return
     reports: dict = {}
     for text in args.recipe:
         recipe = parse_recipe(text)
