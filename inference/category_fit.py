@@ -8,9 +8,8 @@ numpy only (no scikit-learn). The recipe is the one chosen in benchmarks/tune_ca
   (bias unpenalised), Nesterov-accelerated gradient descent, 400 steps of 1/Lipschitz: deterministic;
 - an anchor (`Recipe.anchor`, 0.25): the plain baseline's logits (cosine to each label's first description)
   are added to the regression's, weighted so that the head is the product of the two calibrated models'
-  probabilities with the baseline's raised to 0.25 (`anchor_weight`). Where both agree nothing changes;
-  where a ticket unlike the training tickets leaves the regression unsure, the descriptions have a say. Only
-  when every label has a description (the default head; `fit-categories` on taxonomy labels);
+  probabilities with the baseline's raised to 0.25 (`anchor_weight`): where a ticket unlike the training
+  tickets leaves the regression unsure, the descriptions have a say. Only when every label has a description (the default head; `fit-categories` on taxonomy labels);
 - a temperature fitted by maximum likelihood on 5-fold out-of-fold logits of the labelled tickets (each
   fold scored by a head fitted without it, anchor included), so the confidence is calibrated on tickets the
   head has not seen.
@@ -29,7 +28,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -285,7 +284,7 @@ def fit(data: TrainingData, recipe: Recipe = DEFAULT_RECIPE, meta: dict | None =
     on the out-of-fold logits, so the head stays one linear map with one temperature."""
     if len(data.X) == 0:
         data = TrainingData(data.labels, data.D, data.dy, data.D[:0], data.dy[:0])
-        recipe = Recipe(recipe.l2, 1.0, recipe.iters, recipe.folds, recipe.prior)
+        recipe = replace(recipe, description_weight=1.0, anchor=0.0)
     oof = out_of_fold_logits(data, recipe)
     D1 = first_descriptions(data) if recipe.anchor else None
     kappa = anchor_weight(data, oof, recipe, D1) if D1 is not None else 0.0

@@ -121,7 +121,7 @@ def test_no_anchor_without_a_description_for_every_label_or_without_tickets():
     assert head.meta["anchor_weight"] == 0 and head.fingerprint() == plain.fingerprint()
     zero_shot = dataclasses.replace(data, X=data.X[:0], y=data.y[:0], digests=[])
     head, _ = fit(zero_shot, Recipe(folds=3, anchor=0.5))
-    assert head.meta["anchor_weight"] == 0
+    assert head.meta["anchor_weight"] == 0 and head.meta["recipe"]["anchor"] == 0
 
 
 def test_a_head_file_round_trips_and_a_changed_file_is_refused(tmp_path):
