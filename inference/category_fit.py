@@ -9,7 +9,8 @@ numpy only (no scikit-learn). The recipe is the one chosen in benchmarks/tune_ca
 - an anchor (`Recipe.anchor`, 0.25): the plain baseline's logits (cosine to each label's first description)
   are added to the regression's, weighted so that the head is the product of the two calibrated models'
   probabilities with the baseline's raised to 0.25 (`anchor_weight`): where a ticket unlike the training
-  tickets leaves the regression unsure, the descriptions have a say. Only when every label has a description (the default head; `fit-categories` on taxonomy labels);
+  tickets leaves the regression unsure, the descriptions have a say. Only when every label has a
+  description (the default head; `fit-categories` on taxonomy labels);
 - a temperature fitted by maximum likelihood on 5-fold out-of-fold logits of the labelled tickets (each
   fold scored by a head fitted without it, anchor included), so the confidence is calibrated on tickets the
   head has not seen.
