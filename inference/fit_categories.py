@@ -300,6 +300,7 @@ def fit_rows(
         "empty_skipped": empty,
         "dropped_labels": dict(sorted(dropped.items())),
         "descriptions_used": len(desc),
+        "anchored": bool(head.meta.get("anchor_weight")),
         "read_through_gloss": int(glossed),
         "held_out": {**held_out, "protocol": f"{recipe.folds}-fold cross-validation"},
         "temperature": round(head.temperature, 4),
@@ -315,8 +316,9 @@ def render(summary: dict) -> str:
     lines = [
         f"fitted a category head on {summary['distinct_texts_used']} distinct tickets, {len(summary['labels'])} labels"
         f" ({summary['duplicates_merged']} duplicates merged, {summary['empty_skipped']} empty skipped,"
-        f" {summary['descriptions_used']} taxonomy descriptions added;"
-        f" {summary.get('read_through_gloss', 0)} read through an English gloss)",
+        f" {summary['descriptions_used']} taxonomy descriptions added"
+        + (", anchored to their first ones" if summary.get("anchored") else "")
+        + f"; {summary.get('read_through_gloss', 0)} read through an English gloss)",
         f"held-out accuracy ({h['protocol']}): {h['accuracy']:.3f}; expected calibration error"
         f" {h['expected_calibration_error']:.3f} (temperature {summary['temperature']} fitted on these out-of-fold scores)",
         *describe_labels_read(summary.get("labels_read") or {}),

@@ -18,6 +18,7 @@ from inference.engine.standin import StandInEncoder
 from inference.errors import ConfigError
 from inference.evaluate import evaluate
 from inference.fit_categories import Row, fit_rows, read_file, read_table
+from inference.fit_categories import render as render_fit
 from inference.heads.category import HEAD, classifier_for, head_labels, linear_head_for
 from inference.labelled_files import Columns
 from inference.modelinfo import heads_fingerprint
@@ -250,6 +251,7 @@ def test_a_help_desk_fits_its_own_queues_from_json_lines_and_runs_them(tmp_path)
     summary = result.summary
     assert summary["labels"] == sorted(QUEUES) and summary["dropped_labels"] == {"rare": 1}
     assert summary["held_out"]["accuracy"] > 0.9 and summary["descriptions_used"] == 0
+    assert summary["anchored"] is False  # queues of its own have no descriptions to anchor to
     head_file = tmp_path / "head.npz"
     result.head.save(head_file)
 
@@ -289,6 +291,18 @@ def test_a_help_desk_fits_its_own_queues_from_json_lines_and_runs_them(tmp_path)
     assert report["tickets"] == 1 and report["excluded_training_tickets"] == len(rows)
     assert report["baseline"] is None  # queue labels have no taxonomy descriptions
     engine.dispose()
+
+
+def test_a_history_in_the_taxonomys_labels_is_anchored_to_its_descriptions_unless_they_are_off():
+    ours = {"payments_queue": "billing", "logistics_queue": "shipping", "identity_queue": "account_access"}
+    rows = [dataclasses.replace(r, label=ours[r.label]) for r in queue_rows()]
+    settings = Settings(device="cpu", cache_dir="")
+    anchored = fit_rows(settings, StandInEncoder(), rows)
+    assert anchored.summary["anchored"] and anchored.head.meta["anchor_weight"] > 0
+    assert "anchored to their first ones" in render_fit(anchored.summary)
+    plain = fit_rows(settings, StandInEncoder(), rows, descriptions=False)
+    assert not plain.summary["anchored"] and plain.head.meta["anchor_weight"] == 0
+    assert "anchored" not in render_fit(plain.summary)
 
 
 def test_a_fitted_head_from_another_model_is_refused(tmp_path):
