@@ -147,7 +147,9 @@ def evaluate(
     report.update(
         {
             "set": str(path),
-            "head": settings.category_head or "default (fitted on INFERENCE_FEWSHOT + taxonomy descriptions)",
+            "head": settings.category_head
+            or "default (fitted on INFERENCE_FEWSHOT + taxonomy descriptions"
+            + (", anchored to their first ones)" if DEFAULT_RECIPE.anchor else ")"),
             "fewshot": settings.fewshot_file or "bundled",
             "protocol": protocol,
             "excluded_training_tickets": excluded,

@@ -385,6 +385,7 @@ def test_eval_scores_the_development_set_by_cross_validation():
     settings = Settings(device="cpu", cache_dir="")
     report = evaluate(settings, "dev", encoder=StandInEncoder())
     assert report["protocol"].startswith("5-fold cross-validation") and report["tickets"] == 240
+    assert report["head"].endswith("taxonomy descriptions, anchored to their first ones)")
     assert report["baseline"]["accuracy"] is not None
     assert set(report["per_language"]) >= {"en", "de", "sv"}
     held = evaluate(settings, "eval", encoder=StandInEncoder())
