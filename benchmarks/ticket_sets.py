@@ -260,11 +260,11 @@ BANKING77_UNSEEN_MAPPING = {
 
 
 # CLINC150 (clinc/oos-eval, data/data_*.json, Larson et al. 2019; read from outside the repository): the
-# assistant queries of 10 of its 150 intents whose place in our taxonomy is not a judgement call (bills and fees are billing; a blocked account and a PIN change
-# are account access; where an order or a replacement card is, is shipping; cancelling a booking is
-# cancellation), fixed on 2026-12-05 before any of their rows was read or scored, and never used to choose
-# anything (`--clinc`). Left out as judgement calls: card_declined, damaged_card, report_lost_card,
-# freeze_account, and the assistant's own "cancel".
+# assistant queries of 10 of its 150 intents whose place in our taxonomy is not a judgement call (bills and
+# fees are billing; a blocked account and a PIN change are account access; where an order or a replacement
+# card is, is shipping; cancelling a booking is cancellation), fixed on 2026-12-05 before any of their rows
+# was read or scored, and never used to choose anything (`--clinc`). Left out as judgement calls:
+# card_declined, damaged_card, report_lost_card, freeze_account, and the assistant's own "cancel".
 CLINC150_MAPPING = {
     "pay_bill": "billing",
     "bill_balance": "billing",

@@ -116,7 +116,7 @@ def main(settings, args) -> int:
         source = {"table": args.from_table, "label_column": args.label_column}
     reading = None
     if args.label_map:
-        reading = relabel([r.label for r in rows], parse_label_map(args.label_map))
+        reading = relabel([r.label for r in rows], label_map(args.label_map))
         rows = [replace(r, label=reading.to[r.label]) for r in rows if reading.to[r.label] is not None]
         source["label_map"] = reading.notes()
     from inference.engine.encoder import Encoder
@@ -138,6 +138,17 @@ def main(settings, args) -> int:
     result.summary["written"] = str(out.resolve())
     print(json.dumps(result.summary, sort_keys=True) if args.json else render(result.summary))
     return 0
+
+
+def label_map(spec: str) -> dict[str, str | None]:
+    """--label-map parsed (inference.label_map), its new labels held to what the category column stores."""
+    mapping = parse_label_map(spec)
+    long = sorted({v for v in mapping.values() if v is not None and len(v) > MAX_LABEL_CHARS})
+    if long:
+        raise ConfigError(
+            f"--label-map: new labels longer than {MAX_LABEL_CHARS} characters (the category column): {', '.join(long)}"
+        )
+    return mapping
 
 
 def read_file(path: Path, columns: Columns, limit: int | None = None) -> Iterable[Row]:

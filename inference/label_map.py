@@ -16,7 +16,8 @@ set with its publisher's. To score the head on it, each label must be one of the
 a head ("Billing EU=billing,Billing US=billing,Spam=-"); there any label may be a target, and a label the map
 does not name is kept as it is.
 
-Labels are queue names, not ticket text, so messages show them.
+Labels are queue names, so messages and reports show them, except a label that may be ticket text (over 40
+characters, or a column with a value per ticket, named by mistake): that is counted, never shown.
 """
 
 from __future__ import annotations
@@ -40,12 +41,26 @@ class LabelReading:
 
     to: dict[str, str | None] = field(default_factory=dict)
     left_out: Counter = field(default_factory=Counter)  # label -> tickets left out
+    tickets: Counter = field(default_factory=Counter)  # label -> tickets
 
     def notes(self) -> dict:
-        return {
-            "read_as": {k: v for k, v in sorted(self.to.items()) if v is not None and k != v},
-            "left_out": dict(sorted(self.left_out.items())),
+        """What was read as what, for reports, --json and a fitted head's record. A label that may be ticket
+        text (`shown_label`, or every label when the column has a value per ticket) is counted, not named."""
+        per_ticket = looks_per_ticket(list(self.tickets.elements()))
+        moved = [k for k, v in sorted(self.to.items()) if v != k]
+        shown = [k for k in moved if not per_ticket and shown_label(k) == k]
+        hidden = [k for k in moved if k not in shown]
+        out: dict = {
+            "read_as": {k: self.to[k] for k in shown if self.to[k] is not None},
+            "left_out": {k: self.left_out[k] for k in shown if self.to[k] is None},
         }
+        if hidden:
+            out["not_shown"] = {
+                "labels": len(hidden),
+                "tickets_read": sum(self.tickets[k] for k in hidden if self.to[k] is not None),
+                "tickets_left_out": sum(self.tickets[k] for k in hidden if self.to[k] is None),
+            }
+        return out
 
 
 def parse(spec: str | None) -> dict[str, str | None]:
@@ -104,6 +119,7 @@ def read(labels: list[str], head_labels: list[str], mapping: dict[str, str | Non
     reading = LabelReading()
     unknown: Counter = Counter()
     for label, n in Counter(labels).items():
+        reading.tickets[label] = n
         if label.strip() in mapping:  # keys are stripped when parsed; a value may carry a stray space
             reading.to[label] = mapping[label.strip()]
         elif label in head_labels:
@@ -140,6 +156,7 @@ def relabel(labels: list[str], mapping: dict[str, str | None]) -> LabelReading:
     """`fit-categories --label-map`: each label read through the map (None: left out); unnamed labels are kept."""
     reading = LabelReading()
     for label, n in Counter(labels).items():
+        reading.tickets[label] = n
         key = label.strip()
         target = mapping[key] if key in mapping else mapping[REST] if REST in mapping else label
         reading.to[label] = target
@@ -162,4 +179,11 @@ def describe(notes: dict) -> list[str]:
         left = notes["left_out"]
         shown = listed([f"{k} {n}" for k, n in left.items()])
         lines.append(f"left out: {sum(left.values())} tickets whose label maps to none ({shown})")
+    if notes.get("not_shown"):
+        hidden = notes["not_shown"]
+        lines.append(
+            f"not shown: {hidden['labels']} labels that may be ticket text (over 40 characters, or one per ticket: is "
+            f"--label-column the column of labels?); {hidden['tickets_read']} of their tickets read, "
+            f"{hidden['tickets_left_out']} left out"
+        )
     return lines

@@ -181,16 +181,18 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
 
 def _json_array(path: Path, text: str) -> Iterator[tuple[int, dict]]:
     """A JSON file holding one array of objects (as many exports write it), read one object at a time; the
-    number given with each is its line in the file."""
+    number given with each is its line in the file (counted as the reading goes, so a large export is read in
+    one pass)."""
     decoder = json.JSONDecoder()
+    lines = _LineCounter(text)
     at = text.index("[") + 1
     while True:
         at = _skip(text, at)
         if at < len(text) and text[at] == "]":
             if _skip(text, at + 1) < len(text):
-                raise ConfigError(f"{path}:{_line(text, at)}: text after the array's end")
+                raise ConfigError(f"{path}:{lines.at(at)}: text after the array's end")
             return
-        lineno = _line(text, at)
+        lineno = lines.at(at)
         try:
             item, at = decoder.raw_decode(text, at)
         except json.JSONDecodeError:
@@ -202,11 +204,19 @@ def _json_array(path: Path, text: str) -> Iterator[tuple[int, dict]]:
         if at < len(text) and text[at] == ",":
             at += 1
         elif at >= len(text) or text[at] != "]":
-            raise ConfigError(f"{path}:{_line(text, at)}: not valid JSON (a ',' or ']' expected)")
+            raise ConfigError(f"{path}:{lines.at(at)}: not valid JSON (a ',' or ']' expected)")
 
 
-def _line(text: str, at: int) -> int:
-    return text.count("\n", 0, at) + 1
+class _LineCounter:
+    """The line of a position in `text`, for positions asked in increasing order: counts only the new part."""
+
+    def __init__(self, text: str):
+        self.text, self.pos, self.line = text, 0, 1
+
+    def at(self, pos: int) -> int:
+        self.line += self.text.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line
 
 
 def _skip(text: str, at: int) -> int:

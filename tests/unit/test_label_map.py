@@ -100,3 +100,31 @@ def test_a_column_of_ticket_text_named_as_the_labels_is_refused_without_showing_
     with pytest.raises(ConfigError, match=r"<a label of \d+ characters, not shown> \(1\), Misc \(1\)") as refused:
         read([long, "Misc", "billing"], HEAD, {}, "f.jsonl")
     assert "charged" not in str(refused.value)
+
+
+def test_labels_that_may_be_ticket_text_are_counted_in_reports_never_shown():
+    from inference.label_map import describe, relabel
+
+    texts = [f"card {k} never arrived" for k in range(30)]  # short, but one per ticket: the text column
+    for reading in (read(texts, HEAD, parse("*=shipping"), "f.jsonl"), relabel(texts, parse("*=-"))):
+        notes = reading.notes()
+        assert notes["read_as"] == {} and notes["left_out"] == {}
+        assert set(notes["not_shown"].values()) <= {30, 0} and notes["not_shown"]["labels"] == 30
+        assert "arrived" not in repr(notes) and "arrived" not in "\n".join(describe(notes))
+    long = "Hello, I was charged twice this month and would like a refund please"
+    reading = read([long, "Misc", "Misc", "billing"], HEAD, parse("Misc=-,*=billing"), "f.jsonl")
+    assert reading.notes() == {
+        "read_as": {},
+        "left_out": {"Misc": 2},
+        "not_shown": {"labels": 1, "tickets_read": 1, "tickets_left_out": 0},
+    }
+    assert "charged" not in "\n".join(describe(reading.notes()))
+    assert "not shown: 1 labels" in "\n".join(describe(reading.notes()))
+
+
+def test_fit_categories_refuses_a_new_label_longer_than_the_category_column():
+    from inference.fit_categories import MAX_LABEL_CHARS, label_map
+
+    assert label_map("Billing EU=billing,Spam=-") == {"Billing EU": "billing", "Spam": None}
+    with pytest.raises(ConfigError, match=f"longer than {MAX_LABEL_CHARS} characters"):
+        label_map("Billing EU=" + "b" * (MAX_LABEL_CHARS + 1))
