@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from inference.category_fit import L2_CANDIDATES
 from inference.cli import main
 
 QUEUES = {
@@ -36,6 +37,8 @@ def test_fit_then_eval_through_the_cli(tmp_path, monkeypatch, capsys):
     fitted = json.loads(capsys.readouterr().out)
     assert fitted["labels"] == sorted(QUEUES) and fitted["written"] == str(head.resolve())
     assert fitted["held_out"]["protocol"] == "5-fold cross-validation" and fitted["held_out"]["accuracy"] >= 0.9
+    assert fitted["l2"]["chosen"] and fitted["l2"]["value"] in L2_CANDIDATES  # by the same cross-validation
+    assert min(fitted["l2"]["tried"], key=lambda t: t["loss"])["l2"] == fitted["l2"]["value"]
     assert head.is_file()
 
     new = tmp_path / "new.jsonl"

@@ -12,7 +12,20 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from inference.category_fit import LinearHead, Recipe, TrainingData, fit, fit_logreg, fit_temperature, folds
+import inference.category_fit as category_fit
+from inference.category_fit import (
+    L2_CANDIDATES,
+    LinearHead,
+    Recipe,
+    TrainingData,
+    calibrated_oof,
+    choose_l2,
+    fit,
+    fit_logreg,
+    fit_temperature,
+    folds,
+    held_out_loss,
+)
 from inference.config import Settings
 from inference.engine.standin import StandInEncoder
 from inference.errors import ConfigError
@@ -44,11 +57,11 @@ def queue_rows(n_each: int = 12) -> list[Row]:
     return rows
 
 
-def toy_data(seed: int = 0, n: int = 90) -> TrainingData:
+def toy_data(seed: int = 0, n: int = 90, noise: float = 0.8) -> TrainingData:
     rng = np.random.default_rng(seed)
     centers = rng.standard_normal((3, 16))
     y = np.arange(n) % 3
-    X = centers[y] + 0.8 * rng.standard_normal((n, 16))
+    X = centers[y] + noise * rng.standard_normal((n, 16))
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     return TrainingData(["a", "b", "c"], X, y, X[:0], y[:0], [f"d{k}" for k in range(n)])
 
@@ -123,6 +136,46 @@ def test_no_anchor_without_a_description_for_every_label_or_without_tickets():
     zero_shot = dataclasses.replace(data, X=data.X[:0], y=data.y[:0], digests=[])
     head, _ = fit(zero_shot, Recipe(folds=3, anchor=0.5))
     assert head.meta["anchor_weight"] == 0 and head.meta["recipe"]["anchor"] == 0
+
+
+@pytest.mark.parametrize(
+    "best, tried",
+    [
+        (1e-6, [3e-3, 3e-4, 3e-5, 3e-6]),  # many tickets: down to the weakest penalty
+        (2e-4, [3e-3, 3e-4, 3e-5]),  # down until the loss rises again
+        (3e-3, [3e-3, 3e-4, 3e-2]),  # neither way helps: the default's penalty
+        (1.0, [3e-3, 3e-4, 3e-2]),  # few, noisy tickets: the stronger penalty
+    ],
+)
+def test_the_l2_search_walks_from_the_default_towards_a_lower_held_out_loss(monkeypatch, best, tried):
+    # the search alone: each candidate's out-of-fold loss is given (its distance to `best`, in decades)
+    assert L2_CANDIDATES == (3e-2, 3e-3, 3e-4, 3e-5, 3e-6)
+    monkeypatch.setattr(category_fit, "calibrated_oof", lambda d, r: (np.full((len(d.y), 3), r.l2), 0.0, None))
+    monkeypatch.setattr(category_fit, "held_out_loss", lambda oof, y: abs(np.log10(oof[0, 0] / best)))
+    seen = []
+    recipe, trials, scored = choose_l2(toy_data(), Recipe(folds=3), progress=seen.append)
+    assert [t["l2"] for t in trials] == tried and seen == trials
+    assert recipe.l2 == min(tried, key=lambda c: abs(np.log10(c / best))) and recipe.folds == 3
+    assert scored[0][0, 0] == recipe.l2  # the chosen candidate's own scores
+
+
+def test_the_chosen_l2_has_the_lowest_held_out_loss_and_its_scores_are_the_fits_own():
+    data = with_descriptions(toy_data(n=150, noise=1.6))  # anchored, as taxonomy labels are
+    recipe, trials, scored = choose_l2(data, Recipe(folds=3))
+    assert len(trials) >= 2
+    losses = {}
+    for t in trials:
+        oof, _, _ = calibrated_oof(data, dataclasses.replace(Recipe(folds=3), l2=t["l2"]))
+        losses[t["l2"]] = held_out_loss(oof, data.y)
+        assert t["loss"] == pytest.approx(losses[t["l2"]], abs=1e-4)
+        assert t["accuracy"] == pytest.approx((oof.argmax(axis=1) == data.y).mean(), abs=1e-4)
+    assert recipe.l2 == min(losses, key=losses.get)
+    reused, oof = fit(data, recipe, scored=scored)
+    fresh, fresh_oof = fit(data, recipe)
+    assert reused.fingerprint() == fresh.fingerprint() and reused.meta["recipe"]["l2"] == recipe.l2
+    np.testing.assert_array_equal(oof, fresh_oof)
+    with pytest.raises(ValueError):
+        choose_l2(data, Recipe(folds=3), candidates=(0.003, 0.0))
 
 
 def test_a_head_file_round_trips_and_a_changed_file_is_refused(tmp_path):
@@ -252,6 +305,12 @@ def test_a_help_desk_fits_its_own_queues_from_json_lines_and_runs_them(tmp_path)
     assert summary["labels"] == sorted(QUEUES) and summary["dropped_labels"] == {"rare": 1}
     assert summary["held_out"]["accuracy"] > 0.9 and summary["descriptions_used"] == 0
     assert summary["anchored"] is False  # queues of its own have no descriptions to anchor to
+    assert summary["l2"]["chosen"] and summary["l2"]["value"] == result.head.meta["recipe"]["l2"]
+    assert summary["l2"]["value"] in [t["l2"] for t in summary["l2"]["tried"]]
+    assert "chosen by the same cross-validation" in render_fit(summary)
+    fixed = fit_rows(settings, encoder, read, recipe=Recipe(l2=0.01), choose=False)
+    assert fixed.summary["l2"] == {"value": 0.01, "chosen": False, "tried": []}
+    assert fixed.head.meta["recipe"]["l2"] == 0.01 and "L2 penalty 0.01 (--l2)" in render_fit(fixed.summary)
     head_file = tmp_path / "head.npz"
     result.head.save(head_file)
 
@@ -303,6 +362,15 @@ def test_a_history_in_the_taxonomys_labels_is_anchored_to_its_descriptions_unles
     plain = fit_rows(settings, StandInEncoder(), rows, descriptions=False)
     assert not plain.summary["anchored"] and plain.head.meta["anchor_weight"] == 0
     assert "anchored" not in render_fit(plain.summary)
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "strong"])
+def test_fit_categories_refuses_an_l2_that_is_not_auto_or_a_penalty(value, capsys):
+    from inference.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit-categories", "--from", "history.jsonl", "--l2", value])
+    assert exit_.value.code == 2 and "--l2" in capsys.readouterr().err
 
 
 def test_a_fitted_head_from_another_model_is_refused(tmp_path):
