@@ -11,6 +11,7 @@ Sets (name -> where it comes from):
   /tmp/banking77/banking77_mapped.jsonl) when present. Third-party data: never committed (see
   benchmarks/README-categories.md for how to rebuild it).
 - `clinc150`: not loaded here; `--clinc` writes CLINC150's mapped rows for `python -m inference eval --set FILE`.
+  `--clinc ... --all-intents` writes a split with all 150 in-scope intents as labels (queues for fit-categories).
 - `demo`: the demo generator's tickets (inference/seed.py, seed 7), labels recovered by replaying the
   generator (the category it drew for each ticket); malformed rows dropped.
 
@@ -295,14 +296,21 @@ MAPPINGS = {
 }
 
 
-def build_clinc150(json_path: str, out: Path, split: str = "val", mapping: dict[str, str] = CLINC150_MAPPING) -> int:
-    """Writes the mapped rows of one CLINC150 split ("val" or "test"; the same in every data_*.json) as JSON Lines."""
+def build_clinc150(
+    json_path: str,
+    out: Path,
+    split: str = "val",
+    mapping: dict[str, str] | None = CLINC150_MAPPING,
+) -> int:
+    """Writes the mapped rows of one CLINC150 split ("val", "test" or "train"; val and test are the same in every
+    data_*.json) as JSON Lines. `mapping` None: every in-scope intent, labelled by its own name (a help desk's
+    queues, for `fit-categories --from` on the train split and `eval --set` on the test split)."""
     rows = json.loads(Path(json_path).read_text(encoding="utf-8"))[split]
     out.parent.mkdir(parents=True, exist_ok=True)
     n = 0
     with out.open("w", encoding="utf-8") as w:
         for text, intent in rows:
-            label = mapping.get(intent)
+            label = intent if mapping is None else mapping.get(intent)
             if label:
                 n += 1
                 row = {"id": f"clinc-{n:04d}", "subject": "", "body": text.strip(), "label": label}
@@ -391,7 +399,12 @@ if __name__ == "__main__":
         help="build --out from a CLINC150 data_*.json (clinc/oos-eval) with CLINC150_MAPPING instead",
     )
     p.add_argument("--clap", metavar="CSV", help="build --out from CLAP's '3000 review.csv' with CLAP_MAPPING instead")
-    p.add_argument("--split", default="val", choices=["val", "test"], help="the CLINC150 split (default val)")
+    p.add_argument("--split", default="val", choices=["val", "test", "train"], help="the CLINC150 split (default val)")
+    p.add_argument(
+        "--all-intents",
+        action="store_true",
+        help="with --clinc: all 150 in-scope intents as labels of their own (queues for fit-categories), no mapping",
+    )
     p.add_argument(
         "--print-label-map",
         choices=sorted(MAPPINGS),
@@ -402,7 +415,8 @@ if __name__ == "__main__":
         print(",".join(f"{k}={v}" for k, v in MAPPINGS[args.print_label_map].items()) + ",*=-")
         raise SystemExit(0)
     if args.clinc:
-        print(build_clinc150(args.clinc, args.out, args.split), "rows written to", args.out)
+        mapping = None if args.all_intents else CLINC150_MAPPING
+        print(build_clinc150(args.clinc, args.out, args.split, mapping), "rows written to", args.out)
     if args.clap:
         print(build_clap(args.clap, args.out), "rows written to", args.out)
     if args.demo:

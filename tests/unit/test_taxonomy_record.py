@@ -87,6 +87,11 @@ def test_build_clinc150_writes_only_the_mapped_intents_of_the_split(tmp_path):
     assert ts.build_clinc150(str(src), out, "test") == 1
     row = json.loads(out.read_text(encoding="utf-8"))
     assert (row["body"], row["label"], row["source_label"]) == ("where is my package", "shipping", "order_status")
+    data["train"] = [["what's my credit limit", "credit_limit"], ["play some jazz", "play_music"]]
+    src.write_text(json.dumps(data), encoding="utf-8")
+    assert ts.build_clinc150(str(src), out, "train", mapping=None) == 2  # every intent, as a queue of its own
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["label"] for r in rows] == ["credit_limit", "play_music"] == [r["source_label"] for r in rows]
 
 
 def test_build_clap_writes_only_bug_reports_and_feature_requests(tmp_path):
