@@ -144,6 +144,8 @@ def evaluate(
     )
     if groups is not None:
         report["group_column"] = columns.group
+    if settings.category_head:
+        report["head_fit"] = fit_time(head.meta)
     report.update(
         {
             "set": str(path),
@@ -167,6 +169,19 @@ def evaluate(
         predictor = build_predictor(both, encoder, version="eval")
         report["summaries"] = summary_shares(predictor, [(e.subject, e.body) for e in examples])
     return report
+
+
+def fit_time(meta: dict) -> dict:
+    """What `fit-categories` measured when it fitted the head (numbers only): compare it with this set."""
+    fitted = meta.get("report") or {}
+    held = fitted.get("held_out") or {}
+    return {
+        "tickets": fitted.get("distinct_texts_used", meta.get("training_tickets")),
+        "held_out_accuracy": held.get("accuracy"),
+        "protocol": held.get("protocol"),
+        "l2": (fitted.get("l2") or {}).get("value", (meta.get("recipe") or {}).get("l2")),
+        "fitted_at": fitted.get("fitted_at"),
+    }
 
 
 def _training(settings, src, encoder):
@@ -324,6 +339,7 @@ def render(report: dict) -> str:
     lines = [
         f"{report['tickets']} tickets from {report['set']}",
         f"head: {report['head']}; {report['protocol']}",
+        *_fit_time_line(report.get("head_fit")),
         *describe_labels_read(report.get("labels_read") or {}),
         f"accuracy: {report['accuracy']:.3f}"
         + (f"   (plain baseline, one description per label: {base['accuracy']:.3f})" if base else ""),
@@ -377,6 +393,16 @@ def render(report: dict) -> str:
         for label, row in zip(labels, report["confusion"], strict=True)
     ]
     return "\n".join(lines)
+
+
+def _fit_time_line(fit: dict | None) -> list[str]:
+    if not fit or fit.get("held_out_accuracy") is None:
+        return []
+    return [
+        f"when fitted ({fit.get('fitted_at') or 'time not recorded'}): {fit['tickets']} tickets, held-out accuracy"
+        f" {fit['held_out_accuracy']:.3f} ({fit.get('protocol') or 'cross-validation'})"
+        + (f", L2 penalty {fit['l2']:g}" if fit.get("l2") is not None else "")
+    ]
 
 
 def _direction(mean_confidence: float | None, accuracy: float | None) -> str:

@@ -30,6 +30,7 @@ from inference.config import Settings
 from inference.engine.standin import StandInEncoder
 from inference.errors import ConfigError
 from inference.evaluate import evaluate
+from inference.evaluate import render as render_eval
 from inference.fit_categories import Row, fit_rows, read_file, read_table
 from inference.fit_categories import render as render_fit
 from inference.heads.category import HEAD, classifier_for, head_labels, linear_head_for
@@ -348,6 +349,15 @@ def test_a_help_desk_fits_its_own_queues_from_json_lines_and_runs_them(tmp_path)
     )
     report = evaluate(custom, str(train_set), encoder=encoder)
     assert report["tickets"] == 1 and report["excluded_training_tickets"] == len(rows)
+    fitted = result.summary
+    assert report["head_fit"] == {  # what fit-categories measured, beside this set's numbers
+        "tickets": fitted["distinct_texts_used"],
+        "held_out_accuracy": fitted["held_out"]["accuracy"],
+        "protocol": "5-fold cross-validation",
+        "l2": fitted["l2"]["value"],
+        "fitted_at": fitted["fitted_at"],
+    }
+    assert f"held-out accuracy {fitted['held_out']['accuracy']:.3f} (5-fold" in render_eval(report)
     assert report["baseline"] is None  # queue labels have no taxonomy descriptions
     engine.dispose()
 
