@@ -320,13 +320,15 @@ def choose_l2(
         raise ValueError("choose_l2: the candidates must be positive numbers")
     start = min(range(len(grid)), key=lambda i: abs(np.log(grid[i]) - np.log(recipe.l2)))
     trials: list[dict] = []
-    scored: dict[int, tuple] = {}
+    losses: dict[int, float] = {}
+    kept: list = [np.inf, None]  # the lowest loss so far and its scores (the walk ends on it): one set in memory
 
     def score(i: int) -> float:
-        if i not in scored:
+        if i not in losses:
             oof = calibrated_oof(data, replace(recipe, l2=grid[i]))
-            loss = held_out_loss(oof[0], data.y)
-            scored[i] = (loss, oof)
+            loss = losses[i] = held_out_loss(oof[0], data.y)
+            if loss < kept[0]:
+                kept[:] = [loss, oof]
             trial = {
                 "l2": grid[i],
                 "accuracy": round(float((oof[0].argmax(axis=1) == data.y).mean()), 4),
@@ -335,7 +337,7 @@ def choose_l2(
             trials.append(trial)
             if progress is not None:
                 progress(trial)
-        return scored[i][0]
+        return losses[i]
 
     best = start
     score(start)
@@ -346,7 +348,9 @@ def choose_l2(
         if i != best:
             best = i
             break
-    return replace(recipe, l2=grid[best]), trials, scored[best][1]
+    chosen = replace(recipe, l2=grid[best])
+    # the walk stops on the lowest loss it has seen, whose scores were kept (unless the losses were not numbers)
+    return chosen, trials, kept[1] if losses[best] == kept[0] else calibrated_oof(data, chosen)
 
 
 def fit(

@@ -160,6 +160,14 @@ def test_the_l2_search_walks_from_the_default_towards_a_lower_held_out_loss(monk
     assert scored[0][0, 0] == recipe.l2  # the chosen candidate's own scores
 
 
+def test_an_l2_search_whose_losses_are_not_numbers_keeps_the_default(monkeypatch):
+    monkeypatch.setattr(category_fit, "calibrated_oof", lambda d, r: (np.full((len(d.y), 3), r.l2), 0.0, None))
+    monkeypatch.setattr(category_fit, "held_out_loss", lambda oof, y: float("nan"))
+    recipe, trials, scored = choose_l2(toy_data(), Recipe(folds=3))
+    assert recipe.l2 == 0.003 and [t["l2"] for t in trials] == [3e-3, 3e-4, 3e-2]
+    assert scored[0][0, 0] == 0.003  # its scores, computed again: none was kept
+
+
 def test_the_chosen_l2_has_the_lowest_held_out_loss_and_its_scores_are_the_fits_own():
     data = with_descriptions(toy_data(n=150, noise=1.6))  # anchored, as taxonomy labels are
     recipe, trials, scored = choose_l2(data, Recipe(folds=3))
