@@ -11,7 +11,10 @@ INFERENCE_MODEL), and reads it through an English gloss where it can (inference.
   no English function words while the tokenizer has to cut the words into pieces (a language it has no
   vocabulary for; telegraphic English like "troubles entering another shipping address" is cut into
   whole words);
-- texts too short to judge stay readable.
+- texts of 1 to 3 words, too short for shares: unreadable when they hold no English function word and one
+  glossary (inference.gloss) knows most of their words, one of which it translates into something else
+  and the tokenizer has no whole token for ("Passwort vergessen", "remboursement svp"); short English
+  ("cancelling pro account", "refund pls") keeps whole tokens for the words a glossary knows.
 
 Tuned in benchmarks/tune_categories.py (`unreadable`); measured in BENCHMARKS.md.
 """
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 
 from inference.mailtext import EN_FUNCTION_WORDS, WORD
 
-VERSION = "readability-1"  # part of the category head's fingerprint: change it when the rules change
+VERSION = "readability-2"  # part of the category head's fingerprint: change it when the rules change
 
 # Frequent function words of the other languages tickets arrive in (Latin script), minus any that are
 # also English words ("die", "den", "in", "was", "also", "a", "no", "me", ...).
@@ -52,6 +55,7 @@ class Readability:
     nonlatin_share: float  # share of letters outside the Latin script
     fragment_share: float  # share of word-piece continuation tokens among word tokens
     unk_share: float  # share of unknown tokens
+    foreign_short: bool = False  # 1-3 words of another language (`_foreign_short`)
 
 
 def readability(text: str, tokens: Sequence[str] = (), first_words: int = 60) -> Readability:
@@ -67,7 +71,51 @@ def readability(text: str, tokens: Sequence[str] = (), first_words: int = 60) ->
     frag = sum(1 for t in pieces if t.startswith("##")) / max(len(pieces), 1)
     real = [t for t in tokens if t not in special]
     unk = sum(1 for t in real if t in ("[UNK]", "<unk>")) / max(len(real), 1)
-    return Readability(len(words), func, other, nonlatin, frag, unk)
+    short = 0 < len(words) < SHORT_WORDS and func == 0 and _foreign_short(WORD.findall(text), pieces)
+    return Readability(len(words), func, other, nonlatin, frag, unk, short)
+
+
+SHORT_WORDS = 4  # texts with fewer words are judged word by word (`_foreign_short`)
+
+
+def _plain(word: str) -> str:
+    """Lower case without accents, as an uncased WordPiece tokenizer sees a word."""
+    return "".join(c for c in unicodedata.normalize("NFD", word.lower()) if not unicodedata.combining(c))
+
+
+def _split_words(pieces: Sequence[str]) -> set[str]:
+    """The words the tokenizer had to cut into pieces (a first piece and "##" continuations)."""
+    out, current, parts = set(), "", 0
+    for t in [*pieces, ""]:
+        if t.startswith("##"):
+            current, parts = current + t[2:], parts + 1
+            continue
+        if parts > 1:
+            out.add(current)
+        current, parts = t, 1
+    return out
+
+
+def _foreign_short(words: Sequence[str], pieces: Sequence[str]) -> bool:
+    """Most of `words` are known to one glossary, and one of them it translates into another word and the
+    tokenizer has no whole token for (so not a loanword or an English word the glossary happens to list)."""
+    if not pieces:
+        return False
+    from inference.gloss import glossaries
+
+    split = _split_words(pieces)
+    for book in glossaries():
+        hits = [book.lookup(w) for w in words]
+        if sum(h is not None for h in hits) / len(words) < SHORT_KNOWN:
+            continue
+        if any(
+            h is not None and _plain(h) != _plain(w) and _plain(w) in split for w, h in zip(words, hits, strict=True)
+        ):
+            return True
+    return False
+
+
+SHORT_KNOWN = 0.6  # share of a short text's words its glossary must know
 
 
 def unreadable(
@@ -77,7 +125,7 @@ def unreadable(
     if r.nonlatin_share >= nonlatin or r.unk_share >= 0.2:
         return True
     if r.words < min_words:
-        return False
+        return r.foreign_short
     return r.other_share > r.function_share or (r.function_share < min_english and r.fragment_share >= fragments)
 
 

@@ -15,7 +15,7 @@ from inference.mailtext import GREETING, ticket_text
 from inference.modelinfo import model_version
 from inference.pipeline import run_window
 from inference.predictor import load_predictor
-from inference.readability import readability, unreadable
+from inference.readability import readability, unreadable, unreadable_flags
 from inference.seed import seed_backlog
 from inference.store.schema import ticket_results, tickets
 from inference.textprep import max_chars_for, sentence_spans
@@ -52,6 +52,14 @@ def test_extractive_summaries_are_the_tickets_own_words(sqlite_engine, settings,
         flagged = unreadable(readability(text, model.encoder.token_strings([text])[0]))
         assert 0.0 <= r.category_confidence <= 1.0
         assert r.category_uncertain == (r.category_confidence < 0.8 or flagged), ticket_id
+
+
+def test_short_tickets_in_another_language_are_flagged_with_the_real_tokenizer(model):
+    foreign = ["Passwort vergessen", "remboursement svp", "Konto gesperrt", "quero cancelar", "ordine annullato"]
+    english = ["refund pls", "cancelling pro account", "login broken", "app crashes", "password reset", "refund"]
+    texts = foreign + english
+    flags = unreadable_flags(texts, model.encoder.token_strings(texts))
+    assert flags == [True] * len(foreign) + [False] * len(english)
 
 
 def test_heads_are_configuration_and_part_of_the_version(sqlite_engine, settings, model):

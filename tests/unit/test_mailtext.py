@@ -97,6 +97,26 @@ def test_other_languages_are_unreadable(text):
     assert unreadable(readability(text))
 
 
+@pytest.mark.parametrize(
+    "text, pieces, flagged",
+    [
+        # a glossary word the tokenizer cuts into pieces: another language, read through its gloss
+        ("Passwort vergessen", ["[CLS]", "pass", "##wort", "verge", "##ssen", "[SEP]"], True),
+        ("remboursement svp", ["[CLS]", "rem", "##bour", "##se", "##ment", "sv", "##p", "[SEP]"], True),
+        ("app stürzt ab", ["[CLS]", "app", "st", "##ur", "##z", "##t", "ab", "[SEP]"], True),
+        # English: the words a glossary knows are whole tokens, or there is an English function word
+        ("cancelling pro account", ["[CLS]", "cancel", "##ling", "pro", "account", "[SEP]"], False),
+        ("refund pls", ["[CLS]", "ref", "##und", "pl", "##s", "[SEP]"], False),
+        ("where is parcel", ["[CLS]", "where", "is", "parcel", "[SEP]"], False),
+        # without the tokenizer's pieces there is nothing to judge a short text by
+        ("Passwort vergessen", [], False),
+    ],
+)
+def test_short_texts_are_judged_word_by_word(text, pieces, flagged):
+    r = readability(text, pieces)
+    assert r.words < 4 and r.foreign_short is flagged and unreadable(r) is flagged
+
+
 def test_word_pieces_flag_a_language_without_function_words():
     # no function words of any list, and the tokenizer cuts every word into pieces
     text = "Zamówienie zaginęło podczas transportu kurierskiego"
