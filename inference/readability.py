@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from inference.mailtext import EN_FUNCTION_WORDS, WORD
 
 VERSION = "readability-2"  # part of the category head's fingerprint: change it when the rules change
+SHORT_WORDS = 4  # texts with fewer words are too short for shares and are judged word by word (`_foreign_short`)
+SHORT_KNOWN = 0.6  # share of a short text's words its glossary must know
 
 # Frequent function words of the other languages tickets arrive in (Latin script), minus any that are
 # also English words ("die", "den", "in", "was", "also", "a", "no", "me", ...).
@@ -71,15 +73,13 @@ def readability(text: str, tokens: Sequence[str] = (), first_words: int = 60) ->
     frag = sum(1 for t in pieces if t.startswith("##")) / max(len(pieces), 1)
     real = [t for t in tokens if t not in special]
     unk = sum(1 for t in real if t in ("[UNK]", "<unk>")) / max(len(real), 1)
-    short = 0 < len(words) < SHORT_WORDS and func == 0 and _foreign_short(WORD.findall(text), pieces)
+    short = 0 < len(words) < SHORT_WORDS and func == 0 and _foreign_short(words, pieces)
     return Readability(len(words), func, other, nonlatin, frag, unk, short)
 
 
-SHORT_WORDS = 4  # texts with fewer words are judged word by word (`_foreign_short`)
-
-
 def _plain(word: str) -> str:
-    """Lower case without accents, as an uncased WordPiece tokenizer sees a word."""
+    """Lower case without accents, as an uncased WordPiece tokenizer sees a word (inference.gloss.fold also
+    spells out letters such as "ß" and "ł", which the tokenizer keeps)."""
     return "".join(c for c in unicodedata.normalize("NFD", word.lower()) if not unicodedata.combining(c))
 
 
@@ -115,11 +115,12 @@ def _foreign_short(words: Sequence[str], pieces: Sequence[str]) -> bool:
     return False
 
 
-SHORT_KNOWN = 0.6  # share of a short text's words its glossary must know
-
-
 def unreadable(
-    r: Readability, min_words: int = 4, min_english: float = 0.12, nonlatin: float = 0.3, fragments: float = 0.2
+    r: Readability,
+    min_words: int = SHORT_WORDS,
+    min_english: float = 0.12,
+    nonlatin: float = 0.3,
+    fragments: float = 0.2,
 ) -> bool:
     """Not English enough for an English-only encoder (see the module docstring)."""
     if r.nonlatin_share >= nonlatin or r.unk_share >= 0.2:
