@@ -106,6 +106,10 @@ def _parser() -> argparse.ArgumentParser:
         help="also break accuracy down by this key or column of --set FILE (a queue, a public set's intent)",
     )
     ev.add_argument(
+        "--lang-column",
+        help="the ticket's language in --set FILE, for the per-language table (default: lang, if there)",
+    )
+    ev.add_argument(
         "--label-map",
         help="read the file's labels as the head's: 'Payments=billing,Login=account_access,Other=-' "
         "(-: leave those tickets out) or a JSON file of {their label: head label or null}",
@@ -281,7 +285,9 @@ def _eval(settings, args) -> int:
     from inference.label_map import parse
     from inference.labelled_files import Columns
 
-    columns = Columns.from_flags(args.label_column, args.body_column, args.subject_column, args.group_column)
+    columns = Columns.from_flags(
+        args.label_column, args.body_column, args.subject_column, args.group_column, args.lang_column
+    )
     label_map = parse(args.label_map)
     report = evaluate(settings, args.set, summaries=args.summaries, columns=columns, label_map=label_map)
     print(json.dumps(report, sort_keys=True) if args.json else render(report))

@@ -82,7 +82,9 @@ def evaluate(
         raise ConfigError(f"--set {which}: no such set (eval, dev, or a JSON Lines or CSV file of labelled tickets)")
     examples = load_examples(path, columns=columns)
     if columns is not None and columns.group:  # refused before any ticket is embedded
-        _check_groups(columns.group, [e.group for e in examples])
+        _check_groups("--group-column", columns.group, [e.group for e in examples])
+    if columns is not None and columns.lang:
+        _check_groups("--lang-column", columns.lang, [e.lang for e in examples])
     texts = [ticket_text_of(e, encoder.max_length) for e in examples]
     digests = [text_digest(t) for t in texts]
 
@@ -298,13 +300,14 @@ def _metrics(labels, truth, probs, flags, uncertain_below, langs, baseline, grou
     return out
 
 
-def _check_groups(column: str, groups: list) -> None:
-    """A group column holds queues or intents, not a value per ticket (ticket text, ids): refused, by counts
-    only, so that no ticket's text is printed as a group."""
+def _check_groups(option: str, column: str, groups: list) -> None:
+    """A group or language column holds queues, intents or language codes, not a value per ticket (ticket text,
+    ids): refused, by counts only, so that no ticket's text is printed as a group."""
     if looks_per_ticket(groups):
+        what = "language codes" if option == "--lang-column" else "queues, types or intents"
         raise ConfigError(
-            f"--group-column {column!r} has {len(set(groups))} distinct values among {len(groups)} tickets: name a "
-            "column of queues, types or intents (a few values shared by many tickets)"
+            f"{option} {column!r} has {len(set(groups))} distinct values among {len(groups)} tickets: name a "
+            f"column of {what} (a few values shared by many tickets)"
         )
 
 

@@ -51,7 +51,7 @@ def load_example_files(spec: str | None, labels: set[str]) -> list[Example]:
 def load_examples(path: str | Path, labels: set[str] | None = None, columns: Columns | None = None) -> list[Example]:
     """Labelled tickets of a JSON Lines file, or of a CSV/TSV file with a header (inference.labelled_files): id
     (optional: the line number), subject (optional), body, label and lang (optional); `columns` names the
-    label, body and subject fields where they are named otherwise."""
+    label, body, subject and language fields where they are named otherwise."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"labelled tickets file {path} does not exist")
@@ -59,9 +59,12 @@ def load_examples(path: str | Path, labels: set[str] | None = None, columns: Col
     label_key, body_key, subject = columns.resolve(path)
     if columns.group:
         require(path, {"--group-column": columns.group})
+    if columns.lang:
+        require(path, {"--lang-column": columns.lang})
+    lang_key = columns.lang or "lang"
     out = []
     for lineno, item in records(path, "labelled tickets file"):
-        label, lang, ticket_id = item.get(label_key), item.get("lang"), item.get("id")
+        label, lang, ticket_id = item.get(label_key), item.get(lang_key), item.get("id")
         if label in (None, "") or isinstance(label, (dict, list)):
             raise ConfigError(f"{path}:{lineno}: {_no_label(item, label_key)}")
         example = Example(

@@ -64,16 +64,24 @@ class Columns:
     subject: str | None = "subject"
     subject_named: bool = False  # named by the user: a CSV file must have it (else a missing one means none)
     group: str | None = None  # `eval --group-column`: a field to break accuracy down by (a queue, an intent)
+    lang: str | None = None  # `eval --lang-column`: the ticket's language (None: the "lang" field, where there)
 
     @classmethod
-    def from_flags(cls, label: str, body: str, subject: str | None, group: str | None = None) -> Columns:
+    def from_flags(
+        cls, label: str, body: str, subject: str | None, group: str | None = None, lang: str | None = None
+    ) -> Columns:
         """From --label-column, --body-column, --subject-column (None: unset; `none` or the body's own
-        column: no subject) and --group-column."""
+        column: no subject), --group-column and --lang-column."""
         from inference.config import subject_column
 
         named = subject is not None
         return cls(
-            label=label, body=body, subject=subject_column(subject or "subject", body), subject_named=named, group=group
+            label=label,
+            body=body,
+            subject=subject_column(subject or "subject", body),
+            subject_named=named,
+            group=group,
+            lang=lang,
         )
 
     def resolve(self, path: Path) -> tuple[str, str, str | None]:

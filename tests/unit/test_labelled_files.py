@@ -246,6 +246,45 @@ def test_eval_breaks_accuracy_down_by_a_group_column(tmp_path):
     assert not any(r["text"][:30] in str(refused.value) for r in test_rows)
 
 
+def test_eval_reads_the_language_from_a_column_named_otherwise(tmp_path):
+    # a public export calls it "language": the per-language table (accuracy, unreadable share) reads it there
+    from inference.config import Settings
+    from inference.engine.standin import StandInEncoder
+    from inference.evaluate import evaluate, render
+
+    rows = [
+        {
+            "subject": "Rechnung",
+            "body": "Ich wurde doppelt belastet, bitte erstatten Sie den Betrag",
+            "queue": "billing",
+        },
+        {"subject": "Invoice", "body": "I was charged twice for my plan this month", "queue": "billing"},
+        {"subject": "", "body": "The app crashes when I open the reports page", "queue": "technical_issue"},
+        {"subject": "", "body": "Die App stürzt ab, sobald ich die Berichte öffne", "queue": "technical_issue"},
+        {"subject": "", "body": "The export to PDF fails with an error", "queue": "technical_issue"},
+    ]
+    langs = ["de", "en", "en", "de", ""]
+    path = write_csv(tmp_path / "t.csv", [{**r, "language": g} for r, g in zip(rows, langs, strict=True)])
+    settings = Settings(device="cpu", cache_dir="")
+    columns = Columns.from_flags("queue", "body", None, lang="language")
+    report = evaluate(settings, str(path), encoder=StandInEncoder(), columns=columns)
+    per = report["per_language"]
+    assert {k: v["n"] for k, v in per.items()} == {"de": 2, "en": 2, "unknown": 1}
+    assert per["de"]["unreadable_share"] == 1.0 and per["en"]["unreadable_share"] == 0.0  # German, flagged
+    assert all(name in render(report) for name in per)
+    unnamed = evaluate(settings, str(path), encoder=StandInEncoder(), columns=Columns.from_flags("queue", "body", None))
+    assert set(unnamed["per_language"]) == {"unknown"}  # no "lang" column: one row, as before
+
+    with pytest.raises(ConfigError, match=r"no column for --lang-column 'lang'"):
+        load_examples(path, columns=Columns(label="queue", lang="lang"))
+    per_ticket = write_csv(  # the body named by mistake: refused by counts, no ticket text shown
+        tmp_path / "per_ticket.csv", [{**r, "language": f"{r['body'][:20]} {k}"} for k, r in enumerate(rows * 6)]
+    )
+    with pytest.raises(ConfigError, match=r"--lang-column 'language' has 30 distinct values") as refused:
+        evaluate(settings, str(per_ticket), encoder=StandInEncoder(), columns=columns)
+    assert not any(r["body"][:20] in str(refused.value) for r in rows)
+
+
 @pytest.mark.parametrize("indent", [None, 2])
 def test_a_json_array_export_reads_as_its_json_lines_twin(tmp_path, indent):
     rows = [
