@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -317,6 +318,10 @@ def test_a_help_desk_fits_its_own_queues_from_json_lines_and_runs_them(tmp_path)
     assert summary["l2"]["chosen"] and summary["l2"]["value"] == result.head.meta["recipe"]["l2"]
     assert summary["l2"]["value"] in [t["l2"] for t in summary["l2"]["tried"]]
     assert "chosen by the same cross-validation" in render_fit(summary)
+    counts = Counter(r.label for r in read if r.label in summary["labels"])  # the floor accuracy is read against
+    majority = summary["held_out"]["most_common_label_share"]
+    assert majority == round(max(counts.values()) / sum(counts.values()), 4) < summary["held_out"]["accuracy"]
+    assert f"(the most common label alone: {majority:.3f})" in render_fit(summary)
     fixed = fit_rows(settings, encoder, read, recipe=Recipe(l2=0.01), choose=False)
     assert fixed.summary["l2"] == {"value": 0.01, "chosen": False, "tried": []}
     assert fixed.head.meta["recipe"]["l2"] == 0.01 and "L2 penalty 0.01 (--l2)" in render_fit(fixed.summary)
