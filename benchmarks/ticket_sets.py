@@ -336,15 +336,15 @@ def build_clinc150(
     return n
 
 
-def _write_mapped_csv(csv_path: str, out: Path, mapping: dict[str, str], row_of) -> int:
-    """Writes `row_of(n, csv_row, label)` as JSON Lines for every row whose `category` the mapping names."""
+def _write_mapped_csv(csv_path: str, out: Path, mapping: dict[str, str], row_of, column: str = "category") -> int:
+    """Writes `row_of(n, csv_row, label)` as JSON Lines for every row whose `column` the mapping names."""
     import csv
 
     out.parent.mkdir(parents=True, exist_ok=True)
     n = 0
     with open(csv_path, newline="", encoding="utf-8") as f, out.open("w", encoding="utf-8") as w:
         for row in csv.DictReader(f):
-            label = mapping.get(row["category"])
+            label = mapping.get(row[column])
             if label:
                 n += 1
                 w.write(json.dumps(row_of(n, row, label)) + "\n")
@@ -365,6 +365,56 @@ def build_clap(csv_path: str, out: Path, mapping: dict[str, str] = CLAP_MAPPING)
             "source_label": row["category"],
         },
     )
+
+
+def build_helpdesk(csv_path: str, out: Path, mapping: dict[str, str] = HELPDESK_MAPPING) -> int:
+    """Writes the mapped help-desk e-mails (subject and body, language, the queue and the ticket's type as
+    source fields) as JSON Lines, for benchmarks that take JSON Lines sets (`eval` reads the CSV in place)."""
+    return _write_mapped_csv(
+        csv_path,
+        out,
+        mapping,
+        lambda n, row, label: {
+            "id": f"helpdesk-{n:04d}",
+            "subject": row["subject"],
+            "body": row["body"],
+            "label": label,
+            "source_label": row["queue"],
+            "type": row["type"],
+            "lang": row["language"],
+        },
+        column="queue",
+    )
+
+
+def helpdesk_languages(csv_path: str) -> dict[str, dict[str, int]]:
+    """Per value of the file's `language` column: rows, rows whose subject and body (first 60 words) hold no
+    function word of the other languages readability knows (German, French, ...: text written in English
+    whatever the column says), and rows the readability check flags unreadable (with the real tokenizer), in all
+    and among the rows that hold such a word."""
+    import csv
+    from collections import defaultdict
+
+    from inference.mailtext import ticket_text
+    from inference.readability import readability, unreadable
+
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    texts = [ticket_text(r["subject"], r["body"], max_chars_for(MAX_SEQ))[0] or "" for r in rows]  # as eval reads
+    tokens = CachedEncoder().tokens(texts)
+    out: dict[str, dict[str, int]] = defaultdict(
+        lambda: dict.fromkeys(
+            ("rows", "no_foreign_function_word", "flagged", "flagged_with_a_foreign_function_word"), 0
+        )
+    )
+    for row, text, toks in zip(rows, texts, tokens, strict=True):
+        r = readability(text, toks)
+        counts = out[row["language"]]
+        counts["rows"] += 1
+        counts["no_foreign_function_word"] += r.other_share == 0
+        counts["flagged"] += unreadable(r)
+        counts["flagged_with_a_foreign_function_word"] += unreadable(r) and r.other_share > 0
+    return dict(out)
 
 
 def build_banking77(csv_path: str, out: Path = BANKING77, mapping: dict[str, str] = BANKING77_MAPPING) -> int:
@@ -416,6 +466,17 @@ if __name__ == "__main__":
         metavar="JSON",
         help="build --out from a CLINC150 data_*.json (clinc/oos-eval) with CLINC150_MAPPING instead",
     )
+    p.add_argument(
+        "--helpdesk",
+        metavar="CSV",
+        help="build --out from the help-desk e-mails' dataset-tickets-multi-lang-4-20k.csv with HELPDESK_MAPPING",
+    )
+    p.add_argument(
+        "--helpdesk-languages",
+        metavar="CSV",
+        help="per language label of the help-desk file: rows, rows with no other language's function word, "
+        "rows flagged unreadable",
+    )
     p.add_argument("--clap", metavar="CSV", help="build --out from CLAP's '3000 review.csv' with CLAP_MAPPING instead")
     p.add_argument("--split", default="val", choices=["val", "test", "train"], help="the CLINC150 split (default val)")
     p.add_argument(
@@ -437,6 +498,11 @@ if __name__ == "__main__":
         print(build_clinc150(args.clinc, args.out, args.split, mapping), "rows written to", args.out)
     if args.clap:
         print(build_clap(args.clap, args.out), "rows written to", args.out)
+    if args.helpdesk_languages:
+        for lang, counts in helpdesk_languages(args.helpdesk_languages).items():
+            print(lang, counts)
+    if args.helpdesk:
+        print(build_helpdesk(args.helpdesk, args.out), "rows written to", args.out)
     if args.demo:
         print(write_demo(args.demo), "rows written to", args.demo)
     if args.csv:

@@ -110,7 +110,44 @@ def test_build_clap_writes_only_bug_reports_and_feature_requests(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("name", ["banking77", "banking77-unseen", "clinc150", "clap"])
+def test_build_helpdesk_writes_the_mapped_queues_with_language_and_type(tmp_path):
+    ts = _module("ticket_sets")
+    src = tmp_path / "tickets.csv"
+    src.write_text(
+        "subject,body,answer,type,queue,priority,language\n"
+        'Invoice,"Dear Support,\\n\\nI was charged twice.",We refund it.,Incident,Billing and Payments,high,en\n'
+        "Absturz,Die App stürzt ab.,Wir prüfen das.,Problem,IT Support,medium,de\n"
+        "Offer,What plans do you sell?,See our site.,Request,Sales and Pre-Sales,low,en\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.jsonl"
+    assert ts.build_helpdesk(str(src), out) == 2  # Sales and Pre-Sales is not mapped
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(r["subject"], r["label"], r["source_label"], r["type"], r["lang"]) for r in rows] == [
+        ("Invoice", "billing", "Billing and Payments", "Incident", "en"),
+        ("Absturz", "technical_issue", "IT Support", "Problem", "de"),
+    ]
+    assert rows[0]["body"] == "Dear Support,\\n\\nI was charged twice."  # the export's escapes kept as they are
+
+
+def test_helpdesk_languages_tells_german_text_from_english_text_labelled_german(tmp_path):
+    # the public set labels some English e-mails `de`: counted apart, with the real tokenizer's flags
+    ts = _module("ticket_sets")
+    src = tmp_path / "tickets.csv"
+    src.write_text(
+        "subject,body,type,queue,language\n"
+        "Absturz,Die Anwendung stürzt ab und ich kann mich nicht mehr anmelden. Bitte helfen Sie mir.,Incident,IT,de\n"
+        "Sync,The sync stopped working after the update and our data is missing.,Problem,IT,de\n"
+        "Invoice,I was charged twice for my plan this month and need a refund.,Incident,Billing,en\n",
+        encoding="utf-8",
+    )
+    assert ts.helpdesk_languages(str(src)) == {
+        "de": {"rows": 2, "no_foreign_function_word": 1, "flagged": 1, "flagged_with_a_foreign_function_word": 1},
+        "en": {"rows": 1, "no_foreign_function_word": 1, "flagged": 0, "flagged_with_a_foreign_function_word": 0},
+    }
+
+
+@pytest.mark.parametrize("name", ["banking77", "banking77-unseen", "clinc150", "clap", "helpdesk"])
 def test_each_mapping_prints_as_an_eval_label_map(name):
     import subprocess
 
