@@ -19,8 +19,9 @@ from collections.abc import Sequence
 
 from inference.textprep import model_input
 
-# `ticket_text`'s version, part of the model version (2: HTML read as text; 3: raw MIME messages read as mail)
-INPUT_POLICY = "mime-html-mail-tail-cut-3"
+# `ticket_text`'s version, part of the model version (2: HTML read as text; 3: raw MIME messages read as mail;
+# 4: line breaks escaped as backslash-n read as line breaks)
+INPUT_POLICY = "mime-html-mail-tail-cut-4"
 
 _QUOTE_HEADERS = [
     re.compile(r"^\s*-{2,}\s*(original message|forwarded message)\s*-{2,}", re.I),

@@ -19,6 +19,11 @@ Policy, per case (tested in tests/unit/test_textprep.py):
   or base64, attachments) becomes what a mail client shows (`inference.mimetext`): its text/plain part, else
   its text/html part read as HTML; headers, encodings and attachments are dropped. Only its first
   `HTML_EXPANSION` x `max_chars` characters are read, as for HTML.
+- Line breaks written as the two characters backslash-n (text that was JSON-escaped on its way into a CSV
+  column or a table, as some help-desk exports do: "Dear Support,\\n\\nMy sync fails ...\\n\\nBest regards,")
+  are read as line breaks, so that greetings, sign-offs and quoted replies are seen line by line
+  (`escaped_breaks`): only in a subject or body with no real line break that holds an escaped blank line, or
+  two escaped breaks after punctuation; a Windows path ("C:\\new\\notes") has neither.
 - Longer than `max_chars`: cut before tokenization and the result is flagged `truncated`; the tokenizer
   also truncates to the model's max length and flags it the same way.
 The content hash covers the raw subject and body, byte-exact, so any edit is seen.
@@ -98,12 +103,27 @@ def has_text(subject: str | None, body: str | None) -> bool:
     return any(p and _VISIBLE_RAW.search(p) for p in (subject, body))
 
 
+_ESCAPED_BREAK = re.compile(r"\\r\\n|\\n")  # the two characters backslash-n (after a backslash-r)
+_ESCAPED_LINE_END = re.compile(r"[.,;:!?)\]]\\n")  # punctuation, then an escaped break
+
+
+def escaped_breaks(text: str) -> str:
+    """`text` with its escaped line breaks read as line breaks, where it has no real one and holds an escaped
+    blank line or at least two escaped breaks after punctuation (see the module docstring)."""
+    if "\\n" not in text or "\n" in text or "\r" in text:
+        return text
+    if "\\n\\n" not in text and "\\r\\n" not in text and len(_ESCAPED_LINE_END.findall(text, 0, 1_000_000)) < 2:
+        return text
+    return _ESCAPED_BREAK.sub("\n", text)
+
+
 def model_input(subject: str | None, body: str | None, max_chars: int) -> tuple[str | None, bool]:
     """Returns (text for the model or None when there is nothing to embed, cut-by-chars flag)."""
     parts, cut = [], False
     for part in (subject, body):
         if not part:
             continue
+        part = escaped_breaks(part)
         head = part[: max_chars * HTML_EXPANSION]
         reader = mime_to_text if looks_like_mime(head) else html_to_text if looks_like_html(head) else None
         if reader is not None:  # what a mail client shows, read from the head only

@@ -5,7 +5,11 @@ Synthetic: the markup follows what those clients send; the words are the labelle
 
 `mime_mail_set`: the same replies as raw e-mail messages, as a help desk that keeps the message as it arrived
 stores them (`inference.mimetext`): headers, a quoted-printable text/plain part and a base64 text/html part,
-some with a PDF attachment, some HTML only."""
+some with a PDF attachment, some HTML only.
+
+`escaped_mail_set`: the same replies as plain text with a sign-off, as an export that JSON-escaped its bodies
+into a CSV column writes them: every line break as the two characters backslash-n (`inference.textprep`'s
+`escaped_breaks`)."""
 
 from __future__ import annotations
 
@@ -96,4 +100,22 @@ def mime_mail_set(examples: Sequence, seed: int = 7) -> list[tuple[str | None, s
     for k, e in enumerate(examples):
         other = rng.choice([x for x in examples if x.label != e.label])
         out.append((e.subject, as_mime_mail(e.body or "", other.body or "", STYLES[k % len(STYLES)], e.subject, k)))
+    return out
+
+
+def as_escaped_mail(own: str, quoted: str, k: int) -> str:
+    """`own` replying to `quoted` in plain text (a sign-off, then the quote as "> " lines) with every line break
+    escaped: backslash-n, or backslash-r backslash-n for every other one (an export made on Windows)."""
+    quote = "\n".join(f"> {line}" for line in quoted.split("\n"))
+    text = f"{own}\n\nBest regards,\nJane Doe\n\nOn Mon, Nov 3, 2026 at 10:02 AM Support <support@example.com> wrote:\n{quote}"
+    return text.replace("\n", "\\r\\n" if k % 2 else "\\n")
+
+
+def escaped_mail_set(examples: Sequence, seed: int = 7) -> list[tuple[str | None, str]]:
+    """`html_mail_set` with each body a plain-text reply whose line breaks are escaped (`as_escaped_mail`)."""
+    rng = random.Random(seed)
+    out = []
+    for k, e in enumerate(examples):
+        other = rng.choice([x for x in examples if x.label != e.label])
+        out.append((e.subject, as_escaped_mail(e.body or "", other.body or "", k)))
     return out

@@ -62,6 +62,31 @@ def test_short_tickets_in_another_language_are_flagged_with_the_real_tokenizer(m
     assert flags == [True] * len(foreign) + [False] * len(english)
 
 
+def test_escaped_line_breaks_are_read_as_the_e_mail_they_were(sqlite_engine, model):
+    # an export that JSON-escaped its bodies ("\\n" for each line break): the same category, confidence and
+    # summary as the e-mail itself, so its sign-off and the quoted reply below it are cut as usual
+    mails = {
+        1: "Dear Support,\n\nOur project sync stopped after the last update and two days of changes are missing. "
+        "We restarted the service and checked the firewall.\n\nCould you restore the data?\n\nBest regards,\nJana",
+        2: "Hello team,\n\nI was charged twice for my March invoice. Please refund the second payment.\n\nThanks,\n"
+        "Omar\n\nOn Mon, 2 Mar 2026, Support <help@example.com> wrote:\n> Your password was reset, log in again.",
+    }
+    at = WINDOW.start + dt.timedelta(hours=1)
+    rows = [dict(ticket_id=k, subject="Help", body=b) for k, b in mails.items()]
+    rows += [dict(ticket_id=k + 10, subject="Help", body=b.replace("\n", "\\n")) for k, b in mails.items()]
+    with sqlite_engine.begin() as conn:
+        conn.execute(sa.insert(tickets), [{**r, "created_at": at, "updated_at": at} for r in rows])
+    settings = Settings(db_url=sqlite_engine.url.render_as_string(hide_password=False), device="cpu")
+    assert run_window(settings, "r1", WINDOW, predictor=model)["succeeded"] == 4
+    got = {int(k): r for k, r in _results(sqlite_engine).items()}
+    for k in mails:
+        real, escaped = got[k], got[k + 10]
+        assert (escaped.category, escaped.summary) == (real.category, real.summary), k
+        assert escaped.category_confidence == pytest.approx(real.category_confidence, abs=1e-5)
+        assert "regards" not in escaped.summary.lower() and "password" not in escaped.summary.lower()
+    assert got[12].category == "billing"  # not the quoted reply's account access
+
+
 def test_heads_are_configuration_and_part_of_the_version(sqlite_engine, settings, model):
     only_embedding = dataclasses.replace(settings, heads=("embedding",))
     assert model_version(only_embedding) != model_version(settings)

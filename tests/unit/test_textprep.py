@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inference.textprep import content_hash, estimate_tokens, max_chars_for, model_input
+from inference.textprep import content_hash, escaped_breaks, estimate_tokens, max_chars_for, model_input
 
 BIG = 10_000
 
@@ -123,6 +123,41 @@ def test_cut_keeps_the_beginning():
 def test_max_chars_for_scales_with_sequence_length():
     assert max_chars_for(512) == 2 * max_chars_for(256)
     assert max_chars_for(256) > 4 * 256  # never cuts text the tokenizer would still keep at ~4 chars/token
+
+
+ESCAPED = r"Dear Support,\n\nMy sync fails since the update.\n\nBest regards,\n[Your Name]"
+
+
+def test_escaped_line_breaks_are_read_as_line_breaks():
+    # a help-desk export that JSON-escaped its bodies into a CSV column: the mail structure comes back
+    text, cut = model_input("Sync", ESCAPED, 1000)
+    assert text == "Sync\nDear Support,\n\nMy sync fails since the update.\n\nBest regards,\n[Your Name]" and not cut
+    assert escaped_breaks(ESCAPED.replace(r"\n", r"\r\n")) == escaped_breaks(ESCAPED)  # Windows line ends too
+    assert (
+        escaped_breaks(r"Hi,\nthe export fails.\nIt worked yesterday.")
+        == "Hi,\nthe export fails.\nIt worked yesterday."
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        r"Open C:\new\notes\nightly and run it",  # a Windows path: no blank line, no break after punctuation
+        r"The log says: error\nretrying",  # one escaped break, after no punctuation
+        r"printf('done.\n') prints a line",  # one, after punctuation: not enough
+        "A real line break\nand then " + r"a quoted sequence: a\n\nb",  # real breaks: the text is as written
+    ],
+)
+def test_text_that_only_mentions_backslash_n_is_left_as_written(text):
+    assert escaped_breaks(text) == text
+    assert model_input(None, text, 1000)[0] == text
+
+
+@given(st.text(alphabet=st.sampled_from("ab .,\\n\r")))
+def test_escaped_breaks_only_ever_turns_escapes_into_breaks(text):
+    out = escaped_breaks(text)
+    assert out == text or out == text.replace("\\r\\n", "\n").replace("\\n", "\n")
+    assert escaped_breaks(out) == out  # once read, nothing is left to read
 
 
 @given(st.one_of(st.none(), st.text()), st.one_of(st.none(), st.text()), st.integers(1, 300))
