@@ -107,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ev.add_argument(
         "--lang-column",
-        help="the ticket's language in --set FILE, for the per-language table (default: lang, if there)",
+        help="the ticket's language in --set FILE, for the per-language table (default: lang, else language, if there)",
     )
     ev.add_argument(
         "--label-map",

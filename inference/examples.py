@@ -50,8 +50,8 @@ def load_example_files(spec: str | None, labels: set[str]) -> list[Example]:
 
 def load_examples(path: str | Path, labels: set[str] | None = None, columns: Columns | None = None) -> list[Example]:
     """Labelled tickets of a JSON Lines file, or of a CSV/TSV file with a header (inference.labelled_files): id
-    (optional: the line number), subject (optional), body, label and lang (optional); `columns` names the
-    label, body, subject and language fields where they are named otherwise."""
+    (optional: the line number), subject (optional), body, label and lang or language (optional); `columns`
+    names the label, body, subject and language fields where they are named otherwise."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"labelled tickets file {path} does not exist")
@@ -61,10 +61,9 @@ def load_examples(path: str | Path, labels: set[str] | None = None, columns: Col
         require(path, {"--group-column": columns.group})
     if columns.lang:
         require(path, {"--lang-column": columns.lang})
-    lang_key = columns.lang or "lang"
     out = []
     for lineno, item in records(path, "labelled tickets file"):
-        label, lang, ticket_id = item.get(label_key), item.get(lang_key), item.get("id")
+        label, lang, ticket_id = item.get(label_key), _lang(item, columns.lang), item.get("id")
         if label in (None, "") or isinstance(label, (dict, list)):
             raise ConfigError(f"{path}:{lineno}: {_no_label(item, label_key)}")
         example = Example(
@@ -83,6 +82,13 @@ def load_examples(path: str | Path, labels: set[str] | None = None, columns: Col
             raise ConfigError(f"{path}:{lineno}: example {example.id} has no text")
         out.append(example)
     return out
+
+
+def _lang(item: dict, column: str | None):
+    """The ticket's language: the named column, else a `lang` field, else a `language` one (as exports name it)."""
+    if column:
+        return item.get(column)
+    return item.get("lang") if "lang" in item else item.get("language")
 
 
 def _no_label(item: dict, label_key: str) -> str:

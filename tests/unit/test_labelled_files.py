@@ -273,7 +273,14 @@ def test_eval_reads_the_language_from_a_column_named_otherwise(tmp_path):
     assert per["de"]["unreadable_share"] == 1.0 and per["en"]["unreadable_share"] == 0.0  # German, flagged
     assert all(name in render(report) for name in per)
     unnamed = evaluate(settings, str(path), encoder=StandInEncoder(), columns=Columns.from_flags("queue", "body", None))
-    assert set(unnamed["per_language"]) == {"unknown"}  # no "lang" column: one row, as before
+    assert unnamed["per_language"] == per  # not named: a "language" column is read when there is no "lang" one
+    renamed = write_csv(tmp_path / "r.csv", [{**r, "idioma": g} for r, g in zip(rows, langs, strict=True)])
+    other = evaluate(
+        settings, str(renamed), encoder=StandInEncoder(), columns=Columns.from_flags("queue", "body", None)
+    )
+    assert set(other["per_language"]) == {"unknown"}  # any other name must be given: --lang-column idioma
+    named = Columns.from_flags("queue", "body", None, lang="idioma")
+    assert evaluate(settings, str(renamed), encoder=StandInEncoder(), columns=named)["per_language"] == per
 
     with pytest.raises(ConfigError, match=r"no column for --lang-column 'lang'"):
         load_examples(path, columns=Columns(label="queue", lang="lang"))
