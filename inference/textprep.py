@@ -23,7 +23,7 @@ Policy, per case (tested in tests/unit/test_textprep.py):
   column or a table, as some help-desk exports do: "Dear Support,\\n\\nMy sync fails ...\\n\\nBest regards,")
   are read as line breaks, so that greetings, sign-offs and quoted replies are seen line by line
   (`escaped_breaks`): only in a subject or body with no real line break that holds an escaped blank line, or
-  two escaped breaks after punctuation; a Windows path ("C:\\new\\notes") has neither.
+  two escaped breaks after punctuation or an HTML tag; a Windows path ("C:\\new\\notes") has neither.
 - Longer than `max_chars`: cut before tokenization and the result is flagged `truncated`; the tokenizer
   also truncates to the model's max length and flags it the same way.
 The content hash covers the raw subject and body, byte-exact, so any edit is seen.
@@ -104,7 +104,7 @@ def has_text(subject: str | None, body: str | None) -> bool:
 
 
 _ESCAPED_BREAK = re.compile(r"\\r\\n|\\n")  # the two characters backslash-n (after a backslash-r)
-_ESCAPED_LINE_END = re.compile(r"[.,;:!?)\]]\\n")  # punctuation, then an escaped break
+_ESCAPED_LINE_END = re.compile(r"[.,;:!?)\]>]\\n")  # punctuation or a tag's end, then an escaped break
 
 
 def escaped_breaks(text: str) -> str:

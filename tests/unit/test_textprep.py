@@ -137,6 +137,10 @@ def test_escaped_line_breaks_are_read_as_line_breaks():
         escaped_breaks(r"Hi,\nthe export fails.\nIt worked yesterday.")
         == "Hi,\nthe export fails.\nIt worked yesterday."
     )
+    html = r"<div>Hi team,</div>\n<div>The export fails since Monday.</div>\n<div>Best regards,</div>\n<div>Ana</div>"
+    assert (
+        model_input(None, html, 1000)[0] == "Hi team,\nThe export fails since Monday.\nBest regards,\nAna"
+    )  # escaped HTML
 
 
 @pytest.mark.parametrize(
