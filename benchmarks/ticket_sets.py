@@ -399,7 +399,7 @@ def helpdesk_languages(csv_path: str) -> dict[str, dict[str, int]]:
     from inference.readability import readability, unreadable
 
     with open(csv_path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+        rows = [r for r in csv.DictReader(f) if r.get("body") or r.get("subject")]  # no spreadsheet's empty rows
     texts = [ticket_text(r["subject"], r["body"], max_chars_for(MAX_SEQ))[0] or "" for r in rows]  # as eval reads
     tokens = CachedEncoder().tokens(texts)
     out: dict[str, dict[str, int]] = defaultdict(

@@ -64,7 +64,7 @@ class Columns:
     subject: str | None = "subject"
     subject_named: bool = False  # named by the user: a CSV file must have it (else a missing one means none)
     group: str | None = None  # `eval --group-column`: a field to break accuracy down by (a queue, an intent)
-    lang: str | None = None  # `eval --lang-column`: the ticket's language (None: the "lang" field, where there)
+    lang: str | None = None  # `eval --lang-column`: the ticket's language (None: a "lang", else a "language" field)
 
     @classmethod
     def from_flags(
