@@ -398,7 +398,20 @@ def fit_rows(
         "fitted_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
     head.meta["report"] = summary
+    if not learnt(summary["held_out"]):
+        log.warning(
+            "fit-categories: held-out accuracy %.3f is not above the most common label's share %.3f",
+            summary["held_out"]["accuracy"],
+            summary["held_out"]["most_common_label_share"],
+        )
     return FitResult(head, summary)
+
+
+def learnt(held_out: dict) -> bool:
+    """Whether the head does better than always answering the most common label: labels drawn apart from the
+    text (or a column named by mistake) leave it at that floor, and its answers would all be guesses."""
+    floor = held_out.get("most_common_label_share")
+    return floor is None or held_out["accuracy"] > floor
 
 
 def _most_common_share(y: np.ndarray) -> float:
@@ -438,6 +451,12 @@ def render(summary: dict) -> str:
         *describe_labels_read(summary.get("labels_read") or {}),
     ]
     lines = [line for line in lines if line]
+    if not learnt(h):
+        lines.append(
+            "warning: the held-out accuracy is not above the most common label's share, so these labels do not follow"
+            " the tickets' text (a column named by mistake, or labels set apart from what the customer wrote); this"
+            " head's answers would be guesses, mostly `uncertain`"
+        )
     if summary["dropped_labels"]:
         lines.append(
             "dropped (too few tickets): " + ", ".join(f"{k} ({v})" for k, v in summary["dropped_labels"].items())

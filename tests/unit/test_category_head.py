@@ -322,6 +322,9 @@ def test_a_help_desk_fits_its_own_queues_from_json_lines_and_runs_them(tmp_path)
     majority = summary["held_out"]["most_common_label_share"]
     assert majority == round(max(counts.values()) / sum(counts.values()), 4) < summary["held_out"]["accuracy"]
     assert f"(the most common label alone: {majority:.3f})" in render_fit(summary)
+    assert "warning" not in render_fit(summary)
+    guessing = {**summary, "held_out": {**summary["held_out"], "accuracy": majority}}  # labels apart from the text
+    assert "do not follow the tickets' text" in render_fit(guessing)
     fixed = fit_rows(settings, encoder, read, recipe=Recipe(l2=0.01), choose=False)
     assert fixed.summary["l2"] == {"value": 0.01, "chosen": False, "tried": []}
     assert fixed.head.meta["recipe"]["l2"] == 0.01 and "L2 penalty 0.01 (--l2)" in render_fit(fixed.summary)
