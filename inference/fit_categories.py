@@ -455,7 +455,7 @@ def render(summary: dict) -> str:
         lines.append(
             "warning: the held-out accuracy is not above the most common label's share, so these labels do not follow"
             " the tickets' text (a column named by mistake, or labels set apart from what the customer wrote); this"
-            " head's answers would be guesses, mostly `uncertain`"
+            " head's answers would be guesses"
         )
     if summary["dropped_labels"]:
         lines.append(
